@@ -1,6 +1,13 @@
-"""The agent loop behind `synth rollout`: OpenAI-style function calling through
-the model gateway, tool calls answered by an episode, until the model answers
-without calling a tool or the turn budget runs out.
+"""What an agent sees and does: the one system prompt every consumer of an env
+uses (rollout, gold SFT, the MCP server's instructions and every trainer
+export), and the agent loop behind `synth rollout`: OpenAI-style function
+calling through the model gateway, tool calls answered by an episode, until the
+model answers without calling a tool or the turn budget runs out.
+
+The system prompt names the application, its scenario, the env's fixed current
+date (env.json `today`) and the person the agent acts for (env.json
+`acting_user`); env folders made before those fields existed simply leave the
+lines out.
 
 Messages stay in the OpenAI chat shape (the gateway converts them for
 Anthropic); tool-call arguments are sent back as JSON strings, as the OpenAI
@@ -9,13 +16,78 @@ API expects. Every call is uncached: a rollout samples the policy.
 
 from __future__ import annotations
 
+import datetime
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 import anyio
 
 from synth.artifacts import RolloutCall, StopReason
+from synth.prompts import render_prompt
+
+
+@dataclass(frozen=True)
+class AgentContext:
+    """What the system prompt is built from: one env's manifest fields."""
+
+    title: str
+    scenario: str
+    today: str | None = None  # "YYYY-MM-DD"
+    acting_user: dict[str, Any] | None = None  # {"table", "id", "name", "role"}
+
+    @classmethod
+    def from_manifest(cls, data: dict[str, Any]) -> "AgentContext":
+        """From env.json's fields; a malformed `today` or `acting_user` is left out, never guessed."""
+        today = data.get("today")
+        try:
+            today = datetime.date.fromisoformat(today).isoformat() if isinstance(today, str) else None
+        except ValueError:
+            today = None
+        user = data.get("acting_user")
+        if not (isinstance(user, dict) and isinstance(user.get("name"), str) and user["name"].strip()):
+            user = None
+        return cls(title=str(data.get("title") or data.get("id") or ""), scenario=str(data.get("scenario") or ""),
+                   today=today, acting_user=user)
+
+    @classmethod
+    def of_env(cls, env_dir: Path | str) -> "AgentContext":
+        """Read from <env_dir>/env.json (raw, so fields newer than EnvManifest are seen)."""
+        return cls.from_manifest(json.loads((Path(env_dir) / "env.json").read_text(encoding="utf-8")))
+
+
+def context_lines(ctx: AgentContext) -> list[str]:
+    """The date and acting-user sentences of the system prompt (none when unknown)."""
+    lines = []
+    if ctx.today:
+        day = datetime.date.fromisoformat(ctx.today)
+        lines.append(f"Today is {day.isoformat()} ({day:%A}); read relative dates (\"tomorrow\", \"next Monday\") "
+                     "from this date.")
+    user = ctx.acting_user
+    if user:
+        role = f", {user['role']}" if user.get("role") else ""
+        record = ""
+        if user.get("table") and user.get("id") is not None:
+            record = f" (record {user['id']} of the {user['table']} table)"
+        lines.append(f"You are acting for {user['name']}{role}{record}: when the user says \"I\", \"me\" or "
+                     "\"my\", they mean this person.")
+    return lines
+
+
+def agent_messages(ctx: AgentContext, instruction: str) -> list[dict[str, Any]]:
+    """[system, user]: the start of every episode an agent plays, wherever it is played."""
+    system, user = render_prompt("rollout_agent", title=ctx.title, scenario=ctx.scenario.strip(),
+                                 instruction=instruction)
+    extra = context_lines(ctx)
+    if extra:
+        system = {**system, "content": system["content"] + "\n\n" + "\n".join(extra)}
+    return [system, user]
+
+
+def system_prompt(ctx: AgentContext) -> str:
+    """The system message alone (the MCP server's instructions)."""
+    return agent_messages(ctx, "")[0]["content"]
 
 
 class ToolRunner(Protocol):

@@ -23,13 +23,12 @@ from typing import Any
 
 import anyio
 
-from synth.agent import AgentRun, run_agent
+from synth.agent import AgentContext, AgentRun, agent_messages, run_agent
 from synth.artifacts import Trajectory, WindowSample
 from synth.envdirs import find_env_dirs
 from synth.export.source import read_trajectories  # noqa: F401  (re-exported for callers)
 from synth.errors import InputError, SynthError
 from synth.llm.errors import BudgetExceeded
-from synth.prompts import render_prompt
 from synth.store import write_atomic
 
 STAGE = "rollout"
@@ -52,11 +51,6 @@ class RolloutSummary:
     @property
     def mean_reward(self) -> float:
         return sum(self.rewards) / len(self.rewards) if self.rewards else 0.0
-
-
-def agent_messages(title: str, scenario: str, instruction: str) -> list[dict[str, Any]]:
-    """The system prompt and task message every rollout (and every exported prompt) starts from."""
-    return render_prompt("rollout_agent", title=title, scenario=scenario.strip(), instruction=instruction)
 
 
 def window_samples(traj: Trajectory, window: int) -> list[WindowSample]:
@@ -123,7 +117,7 @@ class _Writer:
 
 async def _one(gateway: Any, env: Any, task: Any, max_turns: int) -> Trajectory:
     subject = f"{env.id}/{task.task_id}"
-    messages = agent_messages(env.manifest.title, env.manifest.scenario, task.instruction)
+    messages = agent_messages(AgentContext.of_env(env.path), task.instruction)
     started = time.monotonic()
     episode = await anyio.to_thread.run_sync(env.episode, task.task_id)
     run: AgentRun | None = None

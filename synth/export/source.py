@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from synth.agent import AgentContext
 from synth.artifacts import EnvManifest, Task, ToolSpec, Trajectory
 from synth.envdirs import find_env_dirs
 from synth.errors import InputError
@@ -32,6 +33,23 @@ class ExportEnv:
 
     def openai_tools(self) -> list[dict[str, Any]]:
         return [openai_tool(t) for t in self.tools]
+
+    @property
+    def context(self) -> AgentContext:
+        """What the agent's system prompt is built from (title, scenario, today, acting user)."""
+        return AgentContext.of_env(self.path)
+
+
+def review_decision(path: Path) -> str | None:
+    """review.json's decision ("approved" | "rejected"), None when the env was never reviewed."""
+    try:
+        data = json.loads((path / "review.json").read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{path}/review.json is not readable JSON ({exc}); review the env again with "
+                         "`synth view` or delete the file") from None
+    return data.get("decision") if isinstance(data, dict) else None
 
 
 def openai_tool(tool: ToolSpec) -> dict[str, Any]:
@@ -56,17 +74,23 @@ def load_env(path: Path) -> ExportEnv:
     return ExportEnv(path=path, manifest=manifest, tools=tools, tasks=tasks)
 
 
-def load_envs(root: Path | str, *, include_failed: bool = False) -> tuple[list[ExportEnv], list[str]]:
-    """Exportable envs under `root` and the reasons others were left out."""
+def load_envs(root: Path | str, *, include_failed: bool = False,
+              include_rejected: bool = False) -> tuple[list[ExportEnv], list[str]]:
+    """Exportable envs under `root` and the reasons others were left out (failed status, or
+    rejected by a reviewer in review.json, unless asked to include them)."""
     envs, skipped = [], []
     for path in find_env_dirs(root):
         try:
             env = load_env(path)
+            decision = review_decision(path)
         except InputError as exc:
             skipped.append(str(exc))
             continue
         if env.manifest.status == "failed" and not include_failed:
             skipped.append(f"{path}: status is failed")
+            continue
+        if decision == "rejected" and not include_rejected:
+            skipped.append(f"{path}: rejected in review.json (pass --include-rejected to export it)")
             continue
         envs.append(env)
     if not envs:

@@ -7,8 +7,13 @@ in a context variable; the stateless transport starts each request's handler
 task from inside the wrapper, so the handler sees it.
 
 Only SDK API present in both mcp 2.0 (pinned by the verifiers library) and 2.3
-is used: the low-level `Server` with on_list_tools/on_call_tool handlers and a
+is used: the low-level `Server` with on_* handlers and a
 `StreamableHTTPSessionManager` without the 2.3-only arguments.
+
+Per episode the server offers its tools with behaviour annotations
+(synth.tool_annotations), the task instruction as the prompt `task` and the
+resource synth://episodes/<id>/task, and server instructions: the agent's system
+prompt (application, scenario, today's date, the user it acts for).
 """
 
 from __future__ import annotations
@@ -26,18 +31,45 @@ from mcp.shared.exceptions import MCPError
 from starlette.responses import JSONResponse
 
 from synth import __version__
+from synth.agent import AgentContext, system_prompt
 from synth.server.episodes import EpisodeRegistry, NotFound
+from synth.tool_annotations import env_tool_hints
 
 _episode_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("synth_mcp_episode", default=None)
 _INVALID_PARAMS = -32602
 
 
-def _tool(spec: dict[str, Any], read_only: bool | None) -> types.Tool:
+TASK_PROMPT = "task"
+
+
+def _tool(spec: dict[str, Any], hints: dict[str, bool] | None) -> types.Tool:
     fn = spec["function"]
-    annotations = types.ToolAnnotations(read_only_hint=read_only) if read_only is not None else None
+    # open_world_hint=False: a tool only ever touches its episode's own database
+    annotations = types.ToolAnnotations(**hints, open_world_hint=False) if hints is not None else None
     return types.Tool(name=fn["name"], description=fn.get("description") or None,
                       input_schema=fn.get("parameters") or {"type": "object", "properties": {}},
                       annotations=annotations)
+
+
+def task_uri(episode_id: str) -> str:
+    return f"synth://episodes/{episode_id}/task"
+
+
+class _EpisodeServer(Server):
+    """A Server whose `instructions` belong to the episode of the request being served
+    (the SDK reads the attribute when it answers initialize)."""
+
+    def __init__(self, *args: Any, instructions_for: Any, **kwargs: Any):
+        self._instructions_for = instructions_for
+        super().__init__(*args, **kwargs)
+
+    @property  # type: ignore[override]
+    def instructions(self) -> str | None:
+        return self._instructions_for()
+
+    @instructions.setter
+    def instructions(self, value: str | None) -> None:
+        pass  # always per episode
 
 
 class EpisodeMcp:
@@ -45,8 +77,12 @@ class EpisodeMcp:
 
     def __init__(self, registry: EpisodeRegistry):
         self.registry = registry
-        self.server = Server("synth", version=__version__, on_list_tools=self._list_tools,
-                             on_call_tool=self._call_tool)
+        self._hints: dict[str, dict[str, dict[str, bool]]] = {}  # env id -> tool -> annotations
+        self._contexts: dict[str, AgentContext] = {}
+        self.server = _EpisodeServer("synth", version=__version__, instructions_for=self._instructions,
+                                     on_list_tools=self._list_tools, on_call_tool=self._call_tool,
+                                     on_list_prompts=self._list_prompts, on_get_prompt=self._get_prompt,
+                                     on_list_resources=self._list_resources, on_read_resource=self._read_resource)
         # Trainers reach the server through loopback, tunnels or cluster DNS names, never
         # a browser; Host checks would only break them.
         security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
@@ -75,14 +111,70 @@ class EpisodeMcp:
             episode_id = ctx.request.scope.get("path_params", {}).get("episode_id")
         return episode_id or ""
 
-    async def _list_tools(self, ctx: Any, params: Any) -> types.ListToolsResult:
+    def _live(self, ctx: Any) -> Any:
         try:
-            live = self.registry.get(self._episode_of(ctx))
+            return self.registry.get(self._episode_of(ctx))
         except NotFound as exc:
             raise MCPError(_INVALID_PARAMS, exc.message) from exc
-        env = self.registry.envs[live.env_id]
-        read_only = {t.name: t.read_only for t in env.tools}
-        return types.ListToolsResult(tools=[_tool(s, read_only.get(s["function"]["name"])) for s in live.tools])
+
+    def _instructions(self) -> str | None:
+        episode_id = _episode_id.get()
+        try:
+            live = self.registry.get(episode_id or "")
+        except NotFound:
+            return None
+        if live.env_id not in self._contexts:
+            self._contexts[live.env_id] = AgentContext.of_env(self.registry.envs[live.env_id].path)
+        text = system_prompt(self._contexts[live.env_id])
+        if live.instruction is not None:
+            text += (f"\n\nThe user's request for this episode is the prompt `{TASK_PROMPT}` "
+                     f"(also the resource {task_uri(live.id)}).")
+        return text
+
+    async def _list_tools(self, ctx: Any, params: Any) -> types.ListToolsResult:
+        live = self._live(ctx)
+        if live.env_id not in self._hints:
+            self._hints[live.env_id] = await anyio.to_thread.run_sync(env_tool_hints,
+                                                                      self.registry.envs[live.env_id])
+        hints = self._hints[live.env_id]
+        return types.ListToolsResult(tools=[_tool(s, hints.get(s["function"]["name"])) for s in live.tools])
+
+    def _task(self, ctx: Any) -> tuple[Any, str]:
+        live = self._live(ctx)
+        if live.instruction is None:
+            raise MCPError(_INVALID_PARAMS, f"episode {live.id!r} was opened without a task, so it has no task "
+                                            "prompt or resource; open one with a task_id")
+        return live, live.instruction
+
+    async def _list_prompts(self, ctx: Any, params: Any) -> types.ListPromptsResult:
+        live = self._live(ctx)
+        if live.instruction is None:
+            return types.ListPromptsResult(prompts=[])
+        return types.ListPromptsResult(prompts=[types.Prompt(
+            name=TASK_PROMPT, title="Task", description=f"The user's request of task {live.task_id}")])
+
+    async def _get_prompt(self, ctx: Any, params: types.GetPromptRequestParams) -> types.GetPromptResult:
+        live, instruction = self._task(ctx)
+        if params.name != TASK_PROMPT:
+            raise MCPError(_INVALID_PARAMS, f"unknown prompt {params.name!r}; this episode has the prompt "
+                                            f"{TASK_PROMPT!r}")
+        return types.GetPromptResult(description=f"The user's request of task {live.task_id}", messages=[
+            types.PromptMessage(role="user", content=types.TextContent(text=instruction))])
+
+    async def _list_resources(self, ctx: Any, params: Any) -> types.ListResourcesResult:
+        live = self._live(ctx)
+        if live.instruction is None:
+            return types.ListResourcesResult(resources=[])
+        return types.ListResourcesResult(resources=[types.Resource(
+            uri=task_uri(live.id), name=TASK_PROMPT, title="Task instruction", mime_type="text/plain",
+            description=f"The user's request of task {live.task_id}")])
+
+    async def _read_resource(self, ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+        live, instruction = self._task(ctx)
+        if str(params.uri) != task_uri(live.id):
+            raise MCPError(_INVALID_PARAMS, f"unknown resource {params.uri}; this episode has {task_uri(live.id)}")
+        return types.ReadResourceResult(contents=[types.TextResourceContents(
+            uri=task_uri(live.id), mime_type="text/plain", text=instruction)])
 
     async def _call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         try:
