@@ -79,22 +79,45 @@ class ArgumentsStyle(str, Enum):
     json = "json"
 
 
+class SftSource(str, Enum):
+    trajectories = "trajectories"
+    gold = "gold"
+
+
 @app.command("export")
 def export_cmd(
     format: ExportFormat = typer.Argument(..., help="sft | verl | verifiers | awm"),
-    dir: Path = typer.Argument(..., help="envs folder (verl, verifiers, awm) or trajectories JSONL/folder (sft)"),
+    dir: Path = typer.Argument(..., help="envs folder (verl, verifiers, awm, sft --from gold) or trajectories "
+                               "JSONL/folder (sft)"),
     out: Path = typer.Option(..., "--out", "-o", help="output file (sft) or folder (others)"),
+    source: SftSource = typer.Option(SftSource.trajectories, "--from",
+                                     help="sft: rows from rollout trajectories, or from the tasks' gold solutions "
+                                          "replayed on the envs (no model needed)"),
     include_failed: bool = typer.Option(False, "--include-failed", help="sft: also trajectories that did not pass"),
+    include_rejected: bool = typer.Option(False, "--include-rejected",
+                                          help="also envs a reviewer rejected (review.json)"),
     arguments: ArgumentsStyle = typer.Option(ArgumentsStyle.dict, "--arguments",
                                              help="sft: tool-call arguments as dicts (TRL) or JSON strings"),
     server_url: str = typer.Option("http://127.0.0.1:8000", "--server-url",
                                    help="verl, verifiers: where `synth serve` runs during training"),
     name: str = typer.Option("synth-envs", "--name", help="verifiers: distribution / taskset id"),
-    max_turns: int = typer.Option(10, "--max-turns", help="verl: model turns per trajectory (SYNTH_MAX_TURNS)"),
+    max_turns: int = typer.Option(10, "--max-turns", help="verl: model turns per trajectory"),
+    tokenizer: Optional[str] = typer.Option(None, "--tokenizer",
+                                            help="verl: tokenizer (local folder or model id) to count prompt tokens "
+                                                 "exactly with its chat template; without it they are estimated"),
+    max_prompt_length: Optional[int] = typer.Option(None, "--max-prompt-length",
+                                                    help="verl: data.max_prompt_length for the README command "
+                                                         "(default: the longest prompt, rounded up); warns when a "
+                                                         "prompt is longer"),
+    max_response_length: Optional[int] = typer.Option(None, "--max-response-length",
+                                                      help="verl: data.max_response_length (default 8192)"),
 ) -> None:
     """Export for a trainer: SFT rows, verl parquet + agent loop, a verifiers package, or AWM files."""
     from synth.export import export
 
     report = export(format.value, dir, out, include_failed=include_failed, arguments=arguments.value,
-                    server_url=server_url, name=name, max_turns=max_turns)
-    typer.echo(report)
+                    server_url=server_url, name=name, max_turns=max_turns, source=source.value,
+                    include_rejected=include_rejected, tokenizer=tokenizer, max_prompt_length=max_prompt_length,
+                    max_response_length=max_response_length)
+    for line in report.splitlines():
+        typer.echo(line, err=line.startswith("warning:"))

@@ -1,6 +1,6 @@
-"""Exporters, one module per trainer format: sft (TRL-style messages + tools rows),
-verl (parquet + agent loop), verifiers (an installable verifiers package) and awm
-(Agent World Model dataset files)."""
+"""Exporters, one module per trainer format: sft (TRL-style messages + tools rows, from
+trajectories or from gold solutions), verl (parquet + agent loop), verifiers (an
+installable verifiers package) and awm (Agent World Model dataset files)."""
 
 from __future__ import annotations
 
@@ -10,26 +10,37 @@ from typing import Any
 from synth.errors import InputError
 
 FORMATS = ("sft", "verl", "verifiers", "awm")
+SFT_SOURCES = ("trajectories", "gold")
 
 
 def export(fmt: str, src: Path | str, out: Path | str, *, include_failed: bool = False, arguments: str = "dict",
            server_url: str = "http://127.0.0.1:8000", name: str = "synth-envs", max_turns: int = 10,
-           **_: Any) -> str:
-    """Run one exporter; returns a one-line report of what was written."""
+           source: str = "trajectories", include_rejected: bool = False, tokenizer: str | None = None,
+           max_prompt_length: int | None = None, max_response_length: int | None = None, **_: Any) -> str:
+    """Run one exporter; returns a report of what was written (warnings on lines of their own)."""
     if fmt == "sft":
+        if source not in SFT_SOURCES:
+            raise InputError(f"--from must be one of {', '.join(SFT_SOURCES)}")
+        if source == "gold":
+            from synth.export.sft_gold import export_sft_gold
+
+            return export_sft_gold(src, out, arguments=arguments, include_rejected=include_rejected)  # type: ignore[arg-type]
         from synth.export.sft import export_sft
 
         return export_sft(src, out, include_failed=include_failed, arguments=arguments)  # type: ignore[arg-type]
     if fmt == "verl":
-        from synth.export.verl import export_verl
+        from synth.export.verl import DEFAULT_RESPONSE_LENGTH, export_verl
 
-        return export_verl(src, out, server_url=server_url, max_turns=max_turns)
+        return export_verl(src, out, server_url=server_url, max_turns=max_turns, tokenizer=tokenizer,
+                           max_prompt_length=max_prompt_length,
+                           max_response_length=max_response_length or DEFAULT_RESPONSE_LENGTH,
+                           include_rejected=include_rejected)
     if fmt == "verifiers":
         from synth.export.prime_verifiers import export_verifiers
 
-        return export_verifiers(src, out, name=name, server_url=server_url)
+        return export_verifiers(src, out, name=name, server_url=server_url, include_rejected=include_rejected)
     if fmt == "awm":
         from synth.export.awm import export_awm
 
-        return export_awm(src, out)
+        return export_awm(src, out, include_rejected=include_rejected)
     raise InputError(f"unknown export format {fmt!r}; choose one of {', '.join(FORMATS)}")

@@ -1,23 +1,31 @@
 """AWM export: the dataset files of Snowflake's Agent World Model (the format of
-AgentWorldModel-1K), so AWM's own tooling and loaders built for it can run synth envs.
+AgentWorldModel-1K), so AWM's own commands (`awm env`, `awm agent`, `awm verify`) and
+loaders built for it run synth envs.
 
 One line per env (key "scenario" = env id, the same in every file) in
-  gen_scenario.jsonl   {"name", "description"}
+  gen_scenario.jsonl   {"name", "description", "categories": [...]}
   gen_tasks.jsonl      {"scenario", "tasks": [instruction, ...]}   (task_idx = position)
   gen_db.jsonl         {"scenario", "db_schema": {"tables": [{"name", "ddl", "indexes"}]}}
-  gen_sample.jsonl     {"scenario", "sample_data": {"tables": [{"table_name", "insert_statements"}]}}
-  gen_spec.jsonl       {"scenario", "api_spec": {"api_groups": [{"group_name", "endpoints": [...]}]}}
+  gen_sample.jsonl     {"scenario", "sample_data": {"tables": [{"table_name", "insert_statements"}]}}: the
+                       data script in its own order (runs of statements on one table; a table may recur)
+  gen_spec.jsonl       {"scenario", "api_spec": {"api_groups": [{"group_name", "endpoints": [...]}]}} with
+                       parameter examples and response schemas from real calls (awm_spec.py)
   gen_envs.jsonl       {"scenario", "db_path", "full_code"}: a FastAPI app (POST /api/<tool>, operation_id =
                        tool) reading DATABASE_PATH, with the one `uvicorn.run(app` line AWM's launcher
-                       rewrites to mount FastApiMCP
-and one line per task in gen_verifier.jsonl (also written as gen_verifier.pure_code.jsonl,
-the name AWM's released data uses): {"scenario", "task_idx", "task", "verification": {"code"}}
-where the code defines verify_task_completion(initial_db_path, final_db_path, final_answer)
--> {"result": "complete" | "others", ...}. databases/<env_id>.db is each env's initial database.
+                       rewrites to mount FastApiMCP; db_path is relative, ./<export folder>/databases/<id>.db,
+                       the way AWM writes ./outputs/databases/<name>.db
+and one line per task in each verifier file, {"scenario", "task_idx", "task", "verification": {"code"}}:
+  gen_verifier.jsonl            AWM's default "sql" mode: verify_task(initial_db_path, final_db_path)
+                                returns database facts (row changes, criteria, expected answer), no verdict,
+                                for AWM's LLM judge
+  gen_verifier.pure_code.jsonl  "code" mode: verify_task_completion(initial_db_path, final_db_path,
+                                final_answer) -> {"result": "complete" | "others", "reward", "checks"}
+databases/<env_id>.db is each env's initial database.
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import shutil
@@ -27,17 +35,20 @@ from typing import Any
 from synth import __version__
 from synth.database import split_statements
 from synth.envfolder import VERIFIER_IMPORTS, read_env_draft
+from synth.export.awm_spec import api_spec, argument_examples, request_fields
 from synth.export.source import ExportEnv, load_envs
 from synth.prompts import render_template
 from synth.store import write_atomic
-from synth.toolschema import schema_to_params
 
 _TABLE_RE = re.compile(r'^\s*CREATE\s+(?:TEMP\w*\s+)?TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?["`\[]?(\w+)', re.I)
 _INDEX_RE = re.compile(r'^\s*CREATE\s+(?:UNIQUE\s+)?INDEX\s+.*?\bON\s+["`\[]?(\w+)', re.I | re.S)
-_INSERT_RE = re.compile(r'^\s*(?:INSERT|REPLACE)\s+(?:OR\s+\w+\s+)?(?:INTO\s+)?["`\[]?(\w+)', re.I)
-_PY = {"string": "str", "integer": "int", "number": "float", "boolean": "bool"}
+_STATEMENT_TABLE_RE = re.compile(
+    r'^\s*(?:(?:INSERT|REPLACE)\s+(?:OR\s+\w+\s+)?(?:INTO\s+)?|UPDATE\s+(?:OR\s+\w+\s+)?|DELETE\s+FROM\s+)'
+    r'["`\[]?(\w+)', re.I)
+SQL_VERIFIERS = "gen_verifier.jsonl"
+CODE_VERIFIERS = "gen_verifier.pure_code.jsonl"
 FILES = ("gen_scenario.jsonl", "gen_tasks.jsonl", "gen_db.jsonl", "gen_sample.jsonl", "gen_spec.jsonl",
-         "gen_envs.jsonl", "gen_verifier.jsonl", "gen_verifier.pure_code.jsonl")
+         "gen_envs.jsonl", SQL_VERIFIERS, CODE_VERIFIERS)
 
 
 def db_schema(schema_sql: str) -> dict[str, Any]:
@@ -59,26 +70,27 @@ def db_schema(schema_sql: str) -> dict[str, Any]:
 
 
 def sample_data(data_sql: str) -> dict[str, Any]:
-    tables: dict[str, list[str]] = {}
+    """The data script as AWM's per-table statement lists, in execution order: consecutive
+    statements on one table share an entry, so an INSERT ... UPDATE ... INSERT script keeps
+    its order (AWM runs the entries, and their statements, in order)."""
+    tables: list[dict[str, Any]] = []
     for stmt in split_statements(data_sql):
-        m = _INSERT_RE.match(stmt)
-        tables.setdefault(m.group(1) if m else "_other", []).append(stmt)
-    return {"tables": [{"table_name": name, "insert_statements": stmts} for name, stmts in tables.items()]}
+        m = _STATEMENT_TABLE_RE.match(stmt)
+        name = m.group(1) if m else "_other"
+        if not tables or tables[-1]["table_name"] != name:
+            tables.append({"table_name": name, "insert_statements": []})
+        tables[-1]["insert_statements"].append(stmt)
+    return {"tables": tables}
 
 
-def _endpoint(env_id: str, tool: Any) -> dict[str, Any]:
-    params = {}
-    for p in schema_to_params(tool.parameters):
-        spec: dict[str, Any] = {"type": p.type, "param_type": "body", "required": p.required,
-                                "description": p.description}
-        if p.enum is not None:
-            spec["enum"] = list(p.enum)
-        if p.items is not None:
-            spec["items"] = {"type": p.items}
-        params[p.name] = spec
-    return {"path": f"/api/{tool.name}", "method": "POST", "summary": _summary(tool.description),
-            "description": tool.description, "operation_id": tool.name, "tags": [env_id],
-            "request_params": params, "response": {}, "read_only": tool.read_only}
+def full_code(env: ExportEnv, tests: list[dict[str, Any]]) -> str:
+    examples = argument_examples(env, tests)
+    tools = [{"name": t.name, "model": "".join(w.capitalize() for w in t.name.split("_")) + "Request",
+              "fields": request_fields(t, examples.get(t.name, {})), "summary": _summary(t.description),
+              "description": t.description, "tag": env.id} for t in env.tools]
+    return render_template("export", "awm/server.py.j2", title=env.manifest.title, env_id=env.id,
+                           description=env.manifest.scenario, synth_version=__version__,
+                           tools_source=env.text("tools.py").rstrip("\n"), tools=tools)
 
 
 def _summary(text: str) -> str:
@@ -86,68 +98,69 @@ def _summary(text: str) -> str:
     return first[:120].rstrip(".")
 
 
-def api_spec(env: ExportEnv) -> dict[str, Any]:
-    groups = [("Queries", [t for t in env.tools if t.read_only]),
-              ("Actions", [t for t in env.tools if not t.read_only])]
-    return {"api_groups": [{"group_name": name, "endpoints": [_endpoint(env.id, t) for t in tools]}
-                           for name, tools in groups if tools]}
+def _doc(instruction: str) -> str:
+    return " ".join(instruction.split()).replace("\\", "/").replace('"""', "'''")
 
 
-def _field(p: Any) -> str:
-    if p.type == "array":
-        inner = _PY[p.items or "string"]
-        if p.enum is not None:
-            inner = f"Literal[{', '.join(json.dumps(v) for v in p.enum)}]"
-        annotation = f"List[{inner}]"
-    elif p.enum is not None:
-        annotation = f"Literal[{', '.join(json.dumps(v) for v in p.enum)}]"
-    else:
-        annotation = _PY[p.type]
-    return f"{p.name}: {annotation}" if p.required else f"{p.name}: Optional[{annotation}] = None"
+def check_names(body: str) -> list[str]:
+    """The names of the checks a verifier body makes with literal names (read from its code, not run)."""
+    try:
+        tree = ast.parse(f"def _verifier(initial_db, final_db, answer):\n" + "\n".join(
+            "    " + line for line in body.splitlines()))
+    except SyntaxError:
+        return []
+    names = []
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "check" and node.args
+                and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+            names.append(node.args[0].value)
+    return names
 
 
-def full_code(env: ExportEnv) -> str:
-    tools = [{"name": t.name, "model": "".join(w.capitalize() for w in t.name.split("_")) + "Request",
-              "fields": [_field(p) for p in schema_to_params(t.parameters)], "summary": _summary(t.description),
-              "description": t.description, "tag": env.id} for t in env.tools]
-    return render_template("export", "awm/server.py.j2", title=env.manifest.title, env_id=env.id,
-                           description=env.manifest.scenario, synth_version=__version__,
-                           tools_source=env.text("tools.py").rstrip("\n"), tools=tools)
-
-
-def verifier_code(env_id: str, task: Any, body: str) -> str:
+def code_verifier(env_id: str, task: Any, body: str) -> str:
     indented = "\n".join(("    " + line) if line.strip() else "" for line in body.splitlines())
-    doc = " ".join(task.instruction.split()).replace("\\", "/").replace('"""', "'''")
     return render_template("export", "awm/verifier.py.j2", imports=VERIFIER_IMPORTS, body=indented, env_id=env_id,
-                           task_id=task.task_id, instruction_doc=doc)
+                           task_id=task.task_id, instruction_doc=_doc(task.instruction))
 
 
-def export_awm(root: Path | str, out: Path | str) -> str:
-    envs, skipped = load_envs(root)
+def sql_verifier(env: ExportEnv, task: Any, body: str) -> str:
+    return render_template("export", "awm/verifier_sql.py.j2", env_id=env.id, task_id=task.task_id,
+                           instruction_doc=_doc(task.instruction), kind=task.kind,
+                           expected_json=json.dumps(task.expected_answer, ensure_ascii=False, default=str),
+                           criteria_json=json.dumps(check_names(body), ensure_ascii=False),
+                           volatile_json=json.dumps(env.manifest.volatile_columns))
+
+
+def export_awm(root: Path | str, out: Path | str, *, include_rejected: bool = False) -> str:
+    envs, skipped = load_envs(root, include_rejected=include_rejected)
     out = Path(out)
     (out / "databases").mkdir(parents=True, exist_ok=True)
     lines: dict[str, list[dict[str, Any]]] = {name: [] for name in FILES}
     n_tasks = 0
     for env in envs:
         draft = read_env_draft(env.path)
-        db_path = (out / "databases" / f"{env.id}.db").resolve()
-        shutil.copyfile(env.path / "db" / "initial.sqlite", db_path)
+        shutil.copyfile(env.path / "db" / "initial.sqlite", out / "databases" / f"{env.id}.db")
         tasks = sorted((t for t in env.tasks if t.task_id in draft.verifier_bodies), key=lambda t: t.task_id)
+        category = env.manifest.category
         lines["gen_scenario.jsonl"].append({"name": env.id, "description": env.manifest.scenario,
-                                            "title": env.manifest.title, "category": env.manifest.category})
+                                            "title": env.manifest.title, "categories": [category] if category else []})
         lines["gen_tasks.jsonl"].append({"scenario": env.id, "tasks": [t.instruction for t in tasks],
                                          "task_ids": [t.task_id for t in tasks]})
         lines["gen_db.jsonl"].append({"scenario": env.id, "db_schema": db_schema(draft.schema_sql)})
         lines["gen_sample.jsonl"].append({"scenario": env.id, "sample_data": sample_data(draft.data_sql)})
-        lines["gen_spec.jsonl"].append({"scenario": env.id, "api_spec": api_spec(env)})
-        lines["gen_envs.jsonl"].append({"scenario": env.id, "db_path": str(db_path), "full_code": full_code(env)})
+        lines["gen_spec.jsonl"].append({"scenario": env.id, "api_spec": api_spec(env, draft.tests)})
+        lines["gen_envs.jsonl"].append({"scenario": env.id, "db_path": f"./{out.name}/databases/{env.id}.db",
+                                        "full_code": full_code(env, draft.tests)})
         for idx, task in enumerate(tasks):
-            code = verifier_code(env.id, task, draft.verifier_bodies[task.task_id])
-            lines["gen_verifier.jsonl"].append({"scenario": env.id, "task_idx": idx, "task": task.instruction,
-                                                "task_id": task.task_id, "verification": {"code": code}})
+            body = draft.verifier_bodies[task.task_id]
+            common = {"scenario": env.id, "task_idx": idx, "task": task.instruction, "task_id": task.task_id}
+            lines[SQL_VERIFIERS].append({**common, "verification": {
+                "code": sql_verifier(env, task, body), "function_name": "verify_task"}})
+            lines[CODE_VERIFIERS].append({**common, "verification": {
+                "code": code_verifier(env.id, task, body), "function_name": "verify_task_completion"}})
             n_tasks += 1
-    lines["gen_verifier.pure_code.jsonl"] = lines["gen_verifier.jsonl"]
     for name, rows in lines.items():
         write_atomic(out / name, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
     note = f"; skipped {len(skipped)} env(s)" if skipped else ""
-    return f"awm: {len(envs)} scenario(s), {n_tasks} task(s) with verifiers in {out}{note}"
+    return (f"awm: {len(envs)} scenario(s), {n_tasks} task(s) with verifiers in {out} (db_path relative: run awm "
+            f"from {out.resolve().parent}){note}")

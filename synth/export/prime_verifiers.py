@@ -16,10 +16,10 @@ import re
 from pathlib import Path
 
 from synth import __version__
+from synth.agent import agent_messages
 from synth.errors import InputError
 from synth.export.source import load_envs
 from synth.prompts import render_template
-from synth.rollout import agent_messages
 from synth.store import write_atomic
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9]*([-_][a-z0-9]+)*$")
@@ -28,15 +28,16 @@ _FILES = {"__init__.py": "__init__.py.j2", "common.py": "common.py.j2", "taskset
 
 
 def export_verifiers(root: Path | str, out: Path | str, *, name: str = "synth-envs",
-                     server_url: str = "http://127.0.0.1:8000") -> str:
+                     server_url: str = "http://127.0.0.1:8000", include_rejected: bool = False) -> str:
     if not NAME_RE.match(name):
         raise InputError(f"--name {name!r} must be lower-case letters, digits and single - or _ (e.g. synth-envs)")
     module = name.replace("-", "_")
-    envs, skipped = load_envs(root)
+    envs, skipped = load_envs(root, include_rejected=include_rejected)
     rows = []
     for env in envs:
+        context = env.context
         for task in sorted(env.tasks, key=lambda t: t.task_id):
-            system, user = agent_messages(env.manifest.title, env.manifest.scenario, task.instruction)
+            system, user = agent_messages(context, task.instruction)
             rows.append({"env_id": env.id, "task_id": task.task_id, "split": task.split,
                          "instruction": user["content"], "system_prompt": system["content"]})
     if not rows:

@@ -74,13 +74,13 @@ def export_sft(src: Path | str, out: Path | str, *, include_failed: bool = False
         rows.append({"messages": messages, "tools": traj.tools, "env_id": traj.env_id, "task_id": traj.task_id,
                      "reward": traj.reward})
     if not rows:
-        raise InputError(f"no trajectory in {src} qualifies for SFT ({_describe(skipped)}); "
+        raise InputError(f"no trajectory in {src} qualifies for SFT ({describe(skipped)}); "
                          "pass --include-failed to keep trajectories that did not pass")
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(out, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
-    return f"sft: {len(rows)} rows to {out} (skipped: {_describe(skipped)})"
+    return f"sft: {len(rows)} rows to {out} (skipped: {describe(skipped)})"
 
 
-def _describe(counts: dict[str, int]) -> str:
+def describe(counts: dict[str, int]) -> str:
     return ", ".join(f"{n} {why}" for why, n in counts.items() if n) or "none"
