@@ -1,31 +1,27 @@
-"""`synth export`: every format checked against its consumer's contract.
+"""`synth export sft` from trajectories and `synth export verifiers`.
 
-sft rows come from real rollouts against the fake model; verl rows are read back
-with pyarrow and the exported agent loop is run (against a stub of verl's
-AgentLoopBase) on a live `synth serve`; the AWM files are loaded the way AWM
-loaders do, in a subprocess, and solve a task; the verifiers package is
-installed with verifiers==0.4.0 into a separate virtualenv and loaded there.
+sft rows come from real rollouts against the fake model; the verifiers package is
+installed with verifiers==0.4.0 into a separate virtualenv, loaded there, and run
+with `vf-eval` exactly as its README says against the fake model server (slow).
+verl, AWM and gold SFT have test files of their own.
 """
 
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
+import os
+import shlex
 import subprocess
 import sys
 import textwrap
-import types
 from pathlib import Path
-from types import SimpleNamespace
 
-import httpx
 import pytest
-from pydantic import BaseModel
-from typer.testing import CliRunner
 
 from envkit import GOLD_ANSWERS, TASKS, TOOLS, make_library_env
-from synth.cli import app
+from fake_server import FakeModelServer
+from sse_relay import SseRelay
 from synth.config import Settings
 from synth.errors import InputError
 from synth.export import export
@@ -109,108 +105,6 @@ def test_sft_input_errors(tmp_path: Path, env_root: Path):
         export("csv", env_root, tmp_path / "o")
 
 
-# --------------------------------------------------------------------------- awm
-
-AWM_LOADER = textwrap.dedent('''
-    """Load synth's AWM export the way AWM-format loaders do and play one task."""
-    import json, re, sqlite3, shutil, sys
-    from pathlib import Path
-    from fastapi.testclient import TestClient
-
-    data, work = Path(sys.argv[1]), Path(sys.argv[2])
-    task_id, answer = sys.argv[3], (sys.argv[4] or None)
-    calls = json.loads(sys.argv[5])
-    def jsonl(name):
-        return [json.loads(l) for l in (data / name).read_text().splitlines() if l.strip()]
-    scenario = jsonl("gen_scenario.jsonl")[0]["name"]
-    index = lambda name: {e["scenario"]: e for e in jsonl(name)}
-    tasks = index("gen_tasks.jsonl")[scenario]
-    task_idx = tasks["task_ids"].index(task_id)
-    schema, sample = index("gen_db.jsonl")[scenario]["db_schema"], index("gen_sample.jsonl")[scenario]["sample_data"]
-    spec, env = index("gen_spec.jsonl")[scenario]["api_spec"], index("gen_envs.jsonl")[scenario]
-    verifier = {(v["scenario"], v["task_idx"]): v for v in jsonl("gen_verifier.pure_code.jsonl")}[(scenario, task_idx)]
-    assert verifier["task"] == tasks["tasks"][task_idx]
-
-    initial = work / "initial.db"
-    conn = sqlite3.connect(initial)
-    conn.execute("PRAGMA foreign_keys=ON")
-    for table in schema["tables"]:
-        conn.execute(table["ddl"])
-        for ddl in table["indexes"]:
-            conn.execute(ddl)
-    for table in sample["tables"]:
-        for stmt in table["insert_statements"]:
-            conn.execute(stmt)
-    conn.commit()
-    conn.close()
-    final = work / "final.db"
-    shutil.copyfile(initial, final)
-    assert sqlite3.connect(env["db_path"]).execute("select count(*) from loans").fetchone() == (10,)
-
-    namespace = {"DATABASE_PATH": f"sqlite:///{final}"}
-    code = re.sub(r'if\\s+__name__\\s*==\\s*["\\']__main__["\\'].*', "", env["full_code"], flags=re.DOTALL)
-    exec(code, namespace)
-    client = TestClient(namespace["app"])
-    endpoints = {e["operation_id"]: e for g in spec["api_groups"] for e in g["endpoints"]}
-    statuses = []
-    for name, arguments in calls:
-        ep = endpoints[name]
-        assert all(p["param_type"] == "body" for p in ep["request_params"].values())
-        statuses.append(client.request(ep["method"], ep["path"], json=arguments).status_code)
-    ns = {}
-    exec(verifier["verification"]["code"], ns)
-    result = ns["verify_task_completion"](initial_db_path=str(initial), final_db_path=str(final), final_answer=answer)
-    print(json.dumps({"statuses": statuses, "result": result["result"], "reward": result["reward"],
-                      "openapi": sorted(client.get("/openapi.json").json()["paths"])}))
-''')
-
-
-def _awm_play(data: Path, work: Path, task_id: str, answer: str | None, calls: list) -> dict:
-    work.mkdir(parents=True, exist_ok=True)
-    script = work / "loader.py"
-    script.write_text(AWM_LOADER)
-    # generated code runs in a child process, never in the test runner
-    done = subprocess.run([sys.executable, str(script), str(data), str(work), task_id, answer or "",
-                           json.dumps(calls)], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
-def test_awm_files_load_and_solve_tasks(env_root: Path, tmp_path: Path):
-    out = tmp_path / "awm"
-    assert "4 task(s)" in export("awm", env_root, out)
-    names = sorted(p.name for p in out.iterdir())
-    assert names == ["databases", "gen_db.jsonl", "gen_envs.jsonl", "gen_sample.jsonl", "gen_scenario.jsonl",
-                     "gen_spec.jsonl", "gen_tasks.jsonl", "gen_verifier.jsonl", "gen_verifier.pure_code.jsonl"]
-    (db,) = read_jsonl(out / "gen_db.jsonl")
-    assert [t["name"] for t in db["db_schema"]["tables"]] == ["members", "books", "loans", "reservations"]
-    assert db["db_schema"]["tables"][2]["indexes"] == ["CREATE INDEX idx_loans_member ON loans(member_id);"]
-    (sample,) = read_jsonl(out / "gen_sample.jsonl")
-    assert [t["table_name"] for t in sample["sample_data"]["tables"]] == ["members", "books", "loans", "reservations"]
-    (spec,) = read_jsonl(out / "gen_spec.jsonl")
-    endpoint = {e["operation_id"]: e for g in spec["api_spec"]["api_groups"] for e in g["endpoints"]}
-    assert endpoint["checkout_book"]["request_params"]["days"] == {
-        "type": "integer", "param_type": "body", "required": False, "description": "Loan period in days"}
-    assert len(read_jsonl(out / "gen_verifier.jsonl")) == 4
-    # AWM's launcher (awm.core.server) rewrites the one `uvicorn.run(app` line of the __main__ block
-    # (4-space indent) to mount FastApiMCP, rewrites `create_engine(` lines, and sets DATABASE_PATH
-    (env,) = read_jsonl(out / "gen_envs.jsonl")
-    run_lines = [line for line in env["full_code"].splitlines() if "uvicorn.run(app" in line]
-    assert len(run_lines) == 1 and run_lines[0].startswith("    uvicorn.run(app")
-    assert "create_engine(" not in env["full_code"] and 'os.environ.get("DATABASE_PATH")' in env["full_code"]
-
-    gold = [[c.tool, dict(c.arguments)] for c in GOLD["task_02"].gold]
-    played = _awm_play(out, tmp_path / "w1", "task_02", None, gold)
-    assert played["statuses"] == [200, 200, 200] and played["result"] == "complete" and played["reward"] == 1.0
-    assert "/api/checkout_book" in played["openapi"]
-    idle = _awm_play(out, tmp_path / "w2", "task_02", None, [])
-    assert idle["result"] == "others" and idle["reward"] < 1.0
-    refused = _awm_play(out, tmp_path / "w3", "task_04", None, [["checkout_book", {"member_id": 1, "book_id": 4}]])
-    assert refused["statuses"] == [400] and refused["result"] == "others"
-    read = _awm_play(out, tmp_path / "w4", "task_01", "There are 2 copies.", [["search_books", {"query": "Left"}]])
-    assert read["result"] == "complete"
-
-
 # --------------------------------------------------------------------------- verifiers
 
 
@@ -291,15 +185,38 @@ VERIFIERS_CHECK = textwrap.dedent('''
 ''')
 
 
+def readme_command(readme: str, values: dict[str, str]) -> str:
+    """The README's vf-eval block as a shell script, its `export X=...` lines set to `values`."""
+    block = readme.split("<!-- vf-eval-command -->", 1)[1].split("<!-- /vf-eval-command -->", 1)[0]
+    lines = [line for line in block.strip().splitlines() if not line.startswith("```")]
+    out = []
+    for line in lines:
+        if line.startswith("export "):
+            name = line.split()[1].split("=", 1)[0]
+            line = f"export {name}={shlex.quote(values[name])}"
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def play_gold(info):
+    """The fake model plays each task's gold solution, then answers."""
+    task = next(t for t in TASKS if t.instruction in info.prompt_text)
+    done = len(info.tool_results)
+    if done < len(task.gold):
+        return Reply(tool_calls=[ToolCall(name=task.gold[done].tool, arguments=dict(task.gold[done].arguments))])
+    return Reply(text=GOLD_ANSWERS[task.task_id] or "Done.")
+
+
 @pytest.mark.slow
-def test_verifiers_package_installs_and_loads_with_verifiers_0_4(env_root: Path, tmp_path: Path):
+def test_verifiers_package_installs_loads_and_runs_vf_eval(env_root: Path, tmp_path: Path):
     pkg = tmp_path / "pkg"
     export("verifiers", env_root, pkg)
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     python = venv / "bin" / "python"
+    # what the exported README installs: the package (with verifiers) and uv
     install = subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                              "verifiers==0.4.0", str(pkg)], capture_output=True, text=True, timeout=900)
+                              "verifiers==0.4.0", str(pkg), "uv"], capture_output=True, text=True, timeout=900)
     if install.returncode != 0:
         errors = [line for line in install.stderr.splitlines() if line.startswith("ERROR")]
         pytest.skip(f"pip install verifiers==0.4.0 failed: {' | '.join(errors[-3:]) or install.stderr[-500:]}")
@@ -309,15 +226,32 @@ def test_verifiers_package_installs_and_loads_with_verifiers_0_4(env_root: Path,
     with srv:
         done = subprocess.run([str(python), str(script), "synth_envs", "synth-envs", srv.url], capture_output=True,
                               text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    out = json.loads(done.stdout.strip().splitlines()[-1])
-    assert out["verifiers"] == "0.4.0" and out["mcp"] == "2.0.0"
-    assert out["harnesses"] == ["SynthHarness"]
-    assert out["tasks"] == [f"city_library/task_0{i}" for i in range(1, 5)] and out["train"] == 3
-    assert out["prompt"] == GOLD["task_02"].instruction
-    assert out["tools"] == {t.name: t.parameters for t in TOOLS}  # the portable schemas, as exported
-    assert json.loads(out["call"])["title"] == "Dune"
-    assert out["reward"] == 1.0 and out["idle_reward"] == 0.0
-    assert out["metrics"] == {"check_exactly_one_new_loan": 1.0, "check_loan_is_maya_dune": 1.0,
-                              "check_loan_period_14_days": 1.0, "check_only_dune_copies_changed": 1.0}
-    assert out["mcp_client_call"] == "Dune"  # mcp 2.0's client against synth serve's MCP endpoint
+        assert done.returncode == 0, done.stderr[-3000:]
+        out = json.loads(done.stdout.strip().splitlines()[-1])
+        assert out["verifiers"] == "0.4.0" and out["mcp"] == "2.0.0"
+        assert out["harnesses"] == ["SynthHarness"]
+        assert out["tasks"] == [f"city_library/task_0{i}" for i in range(1, 5)] and out["train"] == 3
+        assert out["prompt"] == GOLD["task_02"].instruction
+        assert out["tools"] == {t.name: t.parameters for t in TOOLS}  # the portable schemas, as exported
+        assert json.loads(out["call"])["title"] == "Dune"
+        assert out["reward"] == 1.0 and out["idle_reward"] == 0.0
+        assert out["metrics"] == {"check_0": 1.0, "check_1": 1.0, "check_2": 1.0, "check_3": 1.0}
+        assert out["mcp_client_call"] == "Dune"  # mcp 2.0's client against synth serve's MCP endpoint
+
+        # vf-eval with the command the exported README gives, against the fake model server
+        # (behind a relay that streams, as verifiers' chat harness asks to)
+        with FakeModelServer() as fake, SseRelay(fake.openai_base_url) as relay:
+            fake.script.add("*", "*", handler=play_gold)
+            command = readme_command((pkg / "README.md").read_text(), {
+                "SYNTH_SERVER_URL": srv.url, "OPENAI_BASE_URL": relay.base_url, "OPENAI_API_KEY": "test",
+                "MODEL": "fake-model"})
+            env = {**os.environ, "PATH": f"{venv / 'bin'}:{os.environ['PATH']}"}
+            run = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env, capture_output=True, text=True,
+                                 timeout=900)
+    assert run.returncode == 0, (run.stdout[-2000:], run.stderr[-3000:])
+    (traces_file,) = (tmp_path / "outputs").glob("*/traces.jsonl")
+    traces = [t for line in traces_file.read_text().splitlines() for t in json.loads(line)["traces"]]
+    scored = {t["task"]["data"]["id"]: (t["rewards"]["synth_reward"]["score"], t["metrics"]) for t in traces}
+    assert sorted(scored) == [f"city_library/task_0{i}" for i in range(1, 5)]
+    assert all(score == 1.0 for score, _ in scored.values()), scored
+    assert set(scored["city_library/task_02"][1]) == {"check_0", "check_1", "check_2", "check_3"}
