@@ -131,6 +131,7 @@ def test_awm_files(exported: Path):
                      "gen_spec.jsonl", "gen_tasks.jsonl", "gen_verifier.jsonl", "gen_verifier.pure_code.jsonl"]
     (scenario,) = read_jsonl(exported / "gen_scenario.jsonl")
     assert scenario["categories"] == ["public services"]  # a list, as AWM writes it
+    assert "Today is 2025-06-02" in scenario["system_prompt"] and "Maya Patel" in scenario["system_prompt"]
     (db,) = read_jsonl(exported / "gen_db.jsonl")
     assert [t["name"] for t in db["db_schema"]["tables"]] == ["members", "books", "loans", "reservations"]
     assert db["db_schema"]["tables"][2]["indexes"] == ["CREATE INDEX idx_loans_member ON loans(member_id);"]

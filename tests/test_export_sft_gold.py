@@ -111,8 +111,9 @@ def test_rejected_envs_are_skipped_unless_asked(tmp_path: Path):
                                                      "at": "2025-06-02T10:00:00Z"}))
     with pytest.raises(InputError, match="rejected in review.json"):
         export("sft", tmp_path / "envs", tmp_path / "o.jsonl", source="gold")
-    report = export("sft", tmp_path / "envs", tmp_path / "o.jsonl", source="gold", include_rejected=True)
-    assert "1 rows" in report
+    result = CliRunner().invoke(app, ["export", "sft", str(tmp_path / "envs"), "--from", "gold", "--out",
+                                      str(tmp_path / "o.jsonl"), "--include-rejected"])
+    assert result.exit_code == 0 and "1 rows" in result.output, result.output
     (env_dir / "review.json").write_text("{oops")
     with pytest.raises(InputError, match="review.json is not readable JSON"):
         export("awm", tmp_path / "envs", tmp_path / "awm")

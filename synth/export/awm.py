@@ -3,7 +3,8 @@ AgentWorldModel-1K), so AWM's own commands (`awm env`, `awm agent`, `awm verify`
 loaders built for it run synth envs.
 
 One line per env (key "scenario" = env id, the same in every file) in
-  gen_scenario.jsonl   {"name", "description", "categories": [...]}
+  gen_scenario.jsonl   {"name", "description", "categories": [...], "system_prompt"} (synth's agent system
+                       prompt, with the env's date and acting user, for loaders that start agents themselves)
   gen_tasks.jsonl      {"scenario", "tasks": [instruction, ...]}   (task_idx = position)
   gen_db.jsonl         {"scenario", "db_schema": {"tables": [{"name", "ddl", "indexes"}]}}
   gen_sample.jsonl     {"scenario", "sample_data": {"tables": [{"table_name", "insert_statements"}]}}: the
@@ -33,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from synth import __version__
+from synth.agent import system_prompt
 from synth.database import split_statements
 from synth.envfolder import VERIFIER_IMPORTS, read_env_draft
 from synth.export.awm_spec import api_spec, argument_examples, request_fields
@@ -143,7 +145,8 @@ def export_awm(root: Path | str, out: Path | str, *, include_rejected: bool = Fa
         tasks = sorted((t for t in env.tasks if t.task_id in draft.verifier_bodies), key=lambda t: t.task_id)
         category = env.manifest.category
         lines["gen_scenario.jsonl"].append({"name": env.id, "description": env.manifest.scenario,
-                                            "title": env.manifest.title, "categories": [category] if category else []})
+                                            "title": env.manifest.title, "categories": [category] if category else [],
+                                            "system_prompt": system_prompt(env.context)})
         lines["gen_tasks.jsonl"].append({"scenario": env.id, "tasks": [t.instruction for t in tasks],
                                          "task_ids": [t.task_id for t in tasks]})
         lines["gen_db.jsonl"].append({"scenario": env.id, "db_schema": db_schema(draft.schema_sql)})

@@ -14,6 +14,7 @@ from typing import Any
 
 from synth.export.source import ExportEnv
 from synth.replay import MAX_RESULT_CHARS
+from synth.runtime.schema_check import _json_type
 from synth.toolschema import schema_to_params
 
 _PY = {"string": "str", "integer": "int", "number": "float", "boolean": "bool"}
@@ -46,26 +47,16 @@ def observed_results(tests: list[dict[str, Any]]) -> dict[str, Any]:
     return results
 
 
-def _json_type(value: Any) -> str:
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "float"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return "null"
+def _awm_type(value: Any) -> str:
+    """JSON type names as AWM's specs write them (numbers with a fraction are "float")."""
+    json_type = _json_type(value)
+    return "float" if json_type == "number" else json_type
 
 
 def value_schema(value: Any) -> dict[str, Any]:
     """AWM's response-field shape ({"type", "example"}, "items" for arrays, nested fields for
     objects) of one observed value."""
-    spec: dict[str, Any] = {"type": _json_type(value)}
+    spec: dict[str, Any] = {"type": _awm_type(value)}
     if isinstance(value, dict):
         spec["properties"] = {k: value_schema(v) for k, v in value.items()}
     elif isinstance(value, list):
