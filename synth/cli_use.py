@@ -21,12 +21,14 @@ def serve(
     workers: Optional[int] = typer.Option(None, "--workers", help="sandbox worker processes (default 2)"),
     trusted: bool = typer.Option(False, "--trusted", help="run env code in this process (only envs you trust)"),
     include_failed: bool = typer.Option(False, "--include-failed", help="also serve envs whose status is failed"),
+    include_rejected: bool = typer.Option(False, "--include-rejected", help="also serve envs rejected in review.json"),
 ) -> None:
     """Serve every env over REST (/docs) and MCP (/episodes/<id>/mcp), one isolated database per episode."""
     from synth.server.run import build, serve_forever
 
     server_app, loaded = build(dir, trusted=trusted, workers=workers, max_episodes=max_episodes,
-                               idle_timeout=idle_timeout, include_failed=include_failed)
+                               idle_timeout=idle_timeout, include_failed=include_failed,
+                               include_rejected=include_rejected)
     for skipped in loaded.skipped:
         typer.echo(f"skipped {skipped['path']}: {skipped['reason']}", err=True)
     typer.echo(f"serving {len(loaded.envs)} env(s) ({', '.join(loaded.envs)}) on http://{host}:{port} "
@@ -91,10 +93,12 @@ def export_cmd(
                                    help="verl, verifiers: where `synth serve` runs during training"),
     name: str = typer.Option("synth-envs", "--name", help="verifiers: distribution / taskset id"),
     max_turns: int = typer.Option(10, "--max-turns", help="verl: model turns per trajectory (SYNTH_MAX_TURNS)"),
+    include_rejected: bool = typer.Option(False, "--include-rejected",
+                                          help="verl, verifiers, awm: also envs rejected in review.json"),
 ) -> None:
     """Export for a trainer: SFT rows, verl parquet + agent loop, a verifiers package, or AWM files."""
     from synth.export import export
 
     report = export(format.value, dir, out, include_failed=include_failed, arguments=arguments.value,
-                    server_url=server_url, name=name, max_turns=max_turns)
+                    server_url=server_url, name=name, max_turns=max_turns, include_rejected=include_rejected)
     typer.echo(report)

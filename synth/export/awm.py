@@ -122,8 +122,8 @@ def verifier_code(env_id: str, task: Any, body: str) -> str:
                            task_id=task.task_id, instruction_doc=doc)
 
 
-def export_awm(root: Path | str, out: Path | str) -> str:
-    envs, skipped = load_envs(root)
+def export_awm(root: Path | str, out: Path | str, *, include_rejected: bool = False) -> str:
+    envs, skipped = load_envs(root, include_rejected=include_rejected)
     out = Path(out)
     (out / "databases").mkdir(parents=True, exist_ok=True)
     lines: dict[str, list[dict[str, Any]]] = {name: [] for name in FILES}

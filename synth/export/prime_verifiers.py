@@ -28,11 +28,11 @@ _FILES = {"__init__.py": "__init__.py.j2", "common.py": "common.py.j2", "taskset
 
 
 def export_verifiers(root: Path | str, out: Path | str, *, name: str = "synth-envs",
-                     server_url: str = "http://127.0.0.1:8000") -> str:
+                     server_url: str = "http://127.0.0.1:8000", include_rejected: bool = False) -> str:
     if not NAME_RE.match(name):
         raise InputError(f"--name {name!r} must be lower-case letters, digits and single - or _ (e.g. synth-envs)")
     module = name.replace("-", "_")
-    envs, skipped = load_envs(root)
+    envs, skipped = load_envs(root, include_rejected=include_rejected)
     rows = []
     for env in envs:
         for task in sorted(env.tasks, key=lambda t: t.task_id):

@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from synth.artifacts import EnvManifest, Task, ToolSpec, Trajectory
 from synth.envdirs import find_env_dirs
 from synth.errors import InputError
+from synth.review import rejection
 from synth.toolschema import check_portable_schema
 
 
@@ -56,10 +57,15 @@ def load_env(path: Path) -> ExportEnv:
     return ExportEnv(path=path, manifest=manifest, tools=tools, tasks=tasks)
 
 
-def load_envs(root: Path | str, *, include_failed: bool = False) -> tuple[list[ExportEnv], list[str]]:
+def load_envs(root: Path | str, *, include_failed: bool = False,
+              include_rejected: bool = False) -> tuple[list[ExportEnv], list[str]]:
     """Exportable envs under `root` and the reasons others were left out."""
     envs, skipped = [], []
     for path in find_env_dirs(root):
+        rejected = None if include_rejected else rejection(path)
+        if rejected:
+            skipped.append(f"{path}: {rejected}")
+            continue
         try:
             env = load_env(path)
         except InputError as exc:

@@ -60,8 +60,8 @@ def _write_parquet(path: Path, rows: list[dict[str, Any]]) -> None:
 
 
 def export_verl(root: Path | str, out: Path | str, *, server_url: str = "http://127.0.0.1:8000",
-                max_turns: int = 10) -> str:
-    envs, skipped = load_envs(root)
+                max_turns: int = 10, include_rejected: bool = False) -> str:
+    envs, skipped = load_envs(root, include_rejected=include_rejected)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     rows = verl_rows(envs)
