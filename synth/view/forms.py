@@ -33,7 +33,7 @@ def form_fields(parameters: dict[str, Any]) -> list[dict[str, Any]]:
             widget = "select"
         else:
             widget = "number" if kind in ("integer", "number") else "text"
-        fields.append({"name": name, "field": PREFIX + name, "type": kind, "items": items.get("type"),
+        fields.append({"name": name, "field": PREFIX + name, "type": kind, "item_type": items.get("type"),
                        "enum": enum or [], "required": name in required, "widget": widget,
                        "description": prop.get("description", "")})
     return fields
@@ -73,7 +73,7 @@ def form_arguments(form: dict[str, list[str]], parameters: dict[str, Any]) -> di
         if text.strip() == "":
             continue
         if f["type"] == "array":
-            args[f["name"]] = [_scalar(line.strip(), f["items"]) for line in text.splitlines() if line.strip()]
+            args[f["name"]] = [_scalar(line.strip(), f["item_type"]) for line in text.splitlines() if line.strip()]
         else:
             args[f["name"]] = _scalar(text if f["type"] == "string" else text.strip(), f["type"])
     return args
