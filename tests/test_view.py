@@ -399,3 +399,12 @@ def test_synth_view_command_serves_and_reports_bad_paths(out: Path, tmp_path):
 
 def test_tool_source_is_read_without_importing(out: Path):
     assert tool_source(out / "envs" / LIBRARY, "renew_loan").startswith("def renew_loan(")
+
+
+def test_list_page_benchmark_runs(out: Path):
+    # bench/view.py times 1,000 folders; here it only has to work (a few folders, no timing asserted)
+    done = subprocess.run([sys.executable, str(Path(__file__).parents[1] / "bench" / "view.py"), "--env",
+                           str(out / "envs" / VET), "--envs", "12", "--warm", "2"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "12 envs: 13 rows" in done.stdout and "12-env list page: cold" in done.stdout

@@ -6,6 +6,7 @@ decisions are written, and env code runs only in sandbox workers (live.py)."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import getpass
 import json
 from importlib import resources
@@ -48,7 +49,9 @@ def _num(value: Any) -> str:
     return f"{value:,.0f}" if isinstance(value, (int, float)) else str(value)
 
 
+@functools.lru_cache(maxsize=1)
 def templates() -> jinja2.Environment:
+    """The page templates (one compiled set per process)."""
     env = jinja2.Environment(loader=jinja2.PackageLoader("synth_templates", "view"),
                              autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True,
                              lstrip_blocks=True)
