@@ -408,3 +408,23 @@ def test_list_page_benchmark_runs(out: Path):
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "12 envs: 13 rows" in done.stdout and "12-env list page: cold" in done.stdout
+
+
+def test_serve_command_skips_rejected_envs_unless_included(tmp_path, out: Path, monkeypatch):
+    from typer.testing import CliRunner
+
+    import synth.server.run
+    from synth.cli import app
+    from synth.review import write_review
+
+    root = tmp_path / "envs"
+    for name in (LIBRARY, VET):
+        shutil.copytree(out / "envs" / name, root / name)
+    write_review(root / VET, "rejected", "broken verifier", "ana")
+    monkeypatch.setattr(synth.server.run, "serve_forever", lambda *a, **k: None)  # build the app, do not listen
+    served = CliRunner().invoke(app, ["serve", str(root)])
+    assert served.exit_code == 0, served.output
+    assert f"serving 1 env(s) ({LIBRARY})" in served.stdout
+    assert "rejected in review.json: broken verifier" in served.stderr
+    served = CliRunner().invoke(app, ["serve", str(root), "--include-rejected"])
+    assert f"serving 2 env(s) ({LIBRARY}, {VET})" in served.stdout
