@@ -191,6 +191,8 @@ def test_gold_replay_of_every_task_earns_full_reward_in_the_sandbox(client, out:
         page = client.post(f"/envs/{VET}/tasks/{task['task_id']}/replay", headers=ORIGIN).text
         assert "reward 1.000" in page, task["task_id"]
         assert page.count('class="step') >= len(task["gold"])
+        probes = page[page.index('id="live-probes"'):page.index("</table>", page.index('id="live-probes"'))]
+        assert "suspicious" not in probes and probes.count("as expected") == (2 if task["kind"] == "read" else 1)
     from synth.runtime.sandbox import SandboxPool
 
     assert isinstance(app.app.state.live.env(out / "envs" / VET).backend, SandboxPool)
@@ -428,3 +430,15 @@ def test_serve_command_skips_rejected_envs_unless_included(tmp_path, out: Path, 
     assert "rejected in review.json: broken verifier" in served.stderr
     served = CliRunner().invoke(app, ["serve", str(root), "--include-rejected"])
     assert f"serving 2 env(s) ({LIBRARY}, {VET})" in served.stdout
+
+
+def test_replay_flags_a_verifier_that_pays_for_doing_nothing(tmp_path, out: Path):
+    env = shutil.copytree(out / "envs" / VET, tmp_path / VET)
+    src = (env / "verifiers.py").read_text()
+    head = '    """task_01 (read, easy): What phone number do we have on file for Daniel Okafor?"""\n'
+    assert head in src
+    (env / "verifiers.py").write_text(src.replace(head, head + '    return [check("anything goes", True)]\n'))
+    with TestClient(create_app(resolve([env])), base_url="http://127.0.0.1") as c:
+        page = c.post(f"/envs/{VET}/tasks/task_01/replay").text
+    probes = page[page.index('id="live-probes"'):page.index("</table>", page.index('id="live-probes"'))]
+    assert probes.count("suspicious") == 2 and probes.count('class="error-row"') == 2

@@ -102,11 +102,20 @@ class Live:
         with env.episode(task_id) as episode:
             steps = [run_step(episode, call.tool, dict(call.arguments)) for call in task.gold]
             reward = episode.evaluate(task.expected_answer)
+            empty = episode.evaluate(None)
             try:
                 total = state_diff(env.initial_db, episode.snapshot())
             except SynthError:
                 total = None
-        return {"steps": steps, "answer": task.expected_answer, "reward": reward.model_dump(), "diff": total}
+        with env.episode(task_id) as idle:
+            nothing = idle.evaluate(None)
+        # Two model-free probes computed on the spot: a sound verifier never pays for doing nothing,
+        # nor for a read task's calls without the answer (a write task may or may not want one).
+        probes = [{"probe": "do nothing (no calls, no answer)", "should_pass": False, **nothing.model_dump()},
+                  {"probe": "gold calls, empty answer", "should_pass": False if task.kind == "read" else None,
+                   **empty.model_dump()}]
+        return {"steps": steps, "answer": task.expected_answer, "reward": reward.model_dump(), "diff": total,
+                "probes": probes}
 
     # ------------------------------------------------------------------ Try it
 
