@@ -116,7 +116,8 @@ def test_env_page_shows_schema_tools_tests_tasks_and_gates(client, out: Path):
     assert sorted(re.findall(r'data-table="([^"]+)"', svg)) == tables
     assert svg.count('class="fk"') == fks > 0
     tools = json.loads((env / "tools.json").read_text())
-    assert sorted(re.findall(r'<details class="card tool" data-tool="([^"]+)"', page)) == sorted(t["name"] for t in tools)
+    shown = re.findall(r'<details class="card tool" data-tool="([^"]+)"', page)
+    assert sorted(shown) == sorted(t["name"] for t in tools)
     tests = [json.loads(line) for line in (env / "tests.jsonl").read_text().splitlines()]
     assert len(re.findall(r'<details class="test" data-test=', page)) == len(tests)
     assert "def renew_loan(" in page  # tool source
@@ -134,7 +135,8 @@ def test_env_page_renders_repairs_probes_rules_today_and_acting_user(client, out
     assert "renew_loan.1: loans.renewals unchanged (expected +1)" in repair
     assert "the renewal count stayed the same after a successful renewal" in repair
     assert '<span class="del">-    db.execute(&#34;UPDATE loans SET due_date = ?, renewals = renewals WHERE' in repair
-    assert '<span class="add">+    db.execute(&#34;UPDATE loans SET due_date = ?, renewals = renewals + 1 WHERE' in repair
+    assert ('<span class="add">+    db.execute(&#34;UPDATE loans SET due_date = ?, renewals = renewals + 1 WHERE'
+            in repair)
     assert 'data-repair="task_02"' in page and "repair of verifier" in page
     assert "available_copies_in_range" in page and "returned, lost" in page
     assert "2025-06-01" in page and "Dana Whitfield (circulation clerk; staff id 2)" in page
@@ -232,7 +234,8 @@ def test_form_fields_and_arguments_follow_the_schema():
         "note": {"type": "string"}}, "required": ["member_id"]}
     fields = {f["name"]: f for f in form_fields(schema)}
     assert {n: f["widget"] for n, f in fields.items()} == {
-        "member_id": "number", "amount": "number", "urgent": "bool", "method": "select", "tags": "lines", "note": "text"}
+        "member_id": "number", "amount": "number", "urgent": "bool", "method": "select", "tags": "lines",
+        "note": "text"}
     assert fields["member_id"]["required"] and fields["method"]["enum"] == ["cash", "card"]
     form = {"a.member_id": ["7"], "a.amount": ["2.50"], "a.urgent": ["false"], "a.method": ["card"],
             "a.tags": ["1\n2\n\n3"], "a.note": [""]}
@@ -328,7 +331,8 @@ def test_review_is_written_and_export_and_serve_skip_rejected(tmp_path, out: Pat
         done = subprocess.run([sys.executable, "-m", "synth", "export", "awm", str(root), "--out", str(dest), *extra],
                               capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr
-        return done.stdout, {json.loads(line)["name"] for line in (dest / "gen_scenario.jsonl").read_text().splitlines()}
+        lines = (dest / "gen_scenario.jsonl").read_text().splitlines()
+        return done.stdout, {json.loads(line)["name"] for line in lines}
 
     text, exported = export()
     assert "skipped 1 env(s)" in text and exported == {LIBRARY, COWORK}

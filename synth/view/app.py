@@ -135,10 +135,10 @@ def create_app(sources: Sources, *, host: str = "127.0.0.1", reviewer: str | Non
                   (("tokens", "tokens", _num), ("cost", "cost (USD)", _cost),
                    ("seconds", "model time (s)", lambda v: f"{v:,.1f}"))]
         return render("run.html", request, key=key, run=run, stages=stages, stage_charts=charts,
-                    items=runs_mod.item_counts(path), failures=runs_mod.failure_groups(run), envs=envs,
-                    verified=verified, calls=calls, matching=matching, page=page,
-                    pages=max(1, -(-matching // runs_mod.CALLS_PAGE)), filters=filters, query=query,
-                    choices=runs_mod.call_choices(path))
+                      items=runs_mod.item_counts(path), failures=runs_mod.failure_groups(run), envs=envs,
+                      verified=verified, calls=calls, matching=matching, page=page,
+                      pages=max(1, -(-matching // runs_mod.CALLS_PAGE)), filters=filters, query=query,
+                      choices=runs_mod.call_choices(path))
 
     @app.get("/envs", response_class=HTMLResponse)
     def env_list(request: Request, status: str = "", category: str = "", gate: str = "", decision: str = "",
@@ -148,10 +148,10 @@ def create_app(sources: Sources, *, host: str = "127.0.0.1", reviewer: str | Non
                                       q=q), sort, bool(desc))
         filters = {"status": status, "category": category, "gate": gate, "decision": decision, "q": q}
         return render("envs.html", request, rows=shown, total=len(rows), filters=filters, sort=sort, desc=desc,
-                    query=urlencode({k: v for k, v in filters.items() if v}),
-                    statuses=sorted({r.status for r in rows}), categories=sorted({r.category for r in rows if
-                                                                                   r.category}),
-                    gate_names=sorted({g for r in rows for g in r.gates}))
+                      query=urlencode({k: v for k, v in filters.items() if v}),
+                      statuses=sorted({r.status for r in rows}),
+                      categories=sorted({r.category for r in rows if r.category}),
+                      gate_names=sorted({g for r in rows for g in r.gates}))
 
     @app.get("/envs/{key}", response_class=HTMLResponse)
     def env_page(request: Request, key: str) -> HTMLResponse:
@@ -169,7 +169,7 @@ def create_app(sources: Sources, *, host: str = "127.0.0.1", reviewer: str | Non
         except Exception as exc:  # noqa: BLE001 - an unreadable database is shown, not raised
             raise HTTPException(500, f"db/initial.sqlite of {row.id} cannot be read: {exc}") from None
         return render("table.html", request, row=row, table=table, cols=cols, rows=rows, total=total,
-                    page=page, pages=max(1, -(-total // ROWS_PAGE)))
+                      page=page, pages=max(1, -(-total // ROWS_PAGE)))
 
     def task_or_404(key: str, task_id: str):
         row = env_row(key)
