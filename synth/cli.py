@@ -53,6 +53,7 @@ from synth import cli_build  # noqa: E402,F401  (build)
 from synth import cli_verify  # noqa: E402,F401  (verify, check)
 from synth import cli_use  # noqa: E402,F401  (serve, rollout, export)
 from synth import cli_run  # noqa: E402,F401  (run, show, stats)
+from synth import cli_view  # noqa: E402,F401  (view)
 
 
 def main() -> None:

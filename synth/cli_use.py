@@ -21,12 +21,14 @@ def serve(
     workers: Optional[int] = typer.Option(None, "--workers", help="sandbox worker processes (default 2)"),
     trusted: bool = typer.Option(False, "--trusted", help="run env code in this process (only envs you trust)"),
     include_failed: bool = typer.Option(False, "--include-failed", help="also serve envs whose status is failed"),
+    include_rejected: bool = typer.Option(False, "--include-rejected", help="also serve envs rejected in review.json"),
 ) -> None:
     """Serve every env over REST (/docs) and MCP (/episodes/<id>/mcp), one isolated database per episode."""
     from synth.server.run import build, serve_forever
 
     server_app, loaded = build(dir, trusted=trusted, workers=workers, max_episodes=max_episodes,
-                               idle_timeout=idle_timeout, include_failed=include_failed)
+                               idle_timeout=idle_timeout, include_failed=include_failed,
+                               include_rejected=include_rejected)
     for skipped in loaded.skipped:
         typer.echo(f"skipped {skipped['path']}: {skipped['reason']}", err=True)
     typer.echo(f"serving {len(loaded.envs)} env(s) ({', '.join(loaded.envs)}) on http://{host}:{port} "

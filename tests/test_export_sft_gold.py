@@ -115,5 +115,5 @@ def test_rejected_envs_are_skipped_unless_asked(tmp_path: Path):
                                       str(tmp_path / "o.jsonl"), "--include-rejected"])
     assert result.exit_code == 0 and "1 rows" in result.output, result.output
     (env_dir / "review.json").write_text("{oops")
-    with pytest.raises(InputError, match="review.json is not readable JSON"):
+    with pytest.raises(InputError, match="review.json is unreadable"):
         export("awm", tmp_path / "envs", tmp_path / "awm")

@@ -14,6 +14,7 @@ from synth.agent import AgentContext
 from synth.artifacts import EnvManifest, Task, ToolSpec, Trajectory
 from synth.envdirs import find_env_dirs
 from synth.errors import InputError
+from synth.review import rejection
 from synth.toolschema import check_portable_schema
 
 
@@ -38,18 +39,6 @@ class ExportEnv:
     def context(self) -> AgentContext:
         """What the agent's system prompt is built from (title, scenario, today, acting user)."""
         return AgentContext.of_env(self.path)
-
-
-def review_decision(path: Path) -> str | None:
-    """review.json's decision ("approved" | "rejected"), None when the env was never reviewed."""
-    try:
-        data = json.loads((path / "review.json").read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as exc:
-        raise InputError(f"{path}/review.json is not readable JSON ({exc}); review the env again with "
-                         "`synth view` or delete the file") from None
-    return data.get("decision") if isinstance(data, dict) else None
 
 
 def openai_tool(tool: ToolSpec) -> dict[str, Any]:
@@ -80,17 +69,17 @@ def load_envs(root: Path | str, *, include_failed: bool = False,
     rejected by a reviewer in review.json, unless asked to include them)."""
     envs, skipped = [], []
     for path in find_env_dirs(root):
+        rejected = None if include_rejected else rejection(path)
+        if rejected:
+            skipped.append(f"{path}: {rejected}")
+            continue
         try:
             env = load_env(path)
-            decision = review_decision(path)
         except InputError as exc:
             skipped.append(str(exc))
             continue
         if env.manifest.status == "failed" and not include_failed:
             skipped.append(f"{path}: status is failed")
-            continue
-        if decision == "rejected" and not include_rejected:
-            skipped.append(f"{path}: rejected in review.json (pass --include-rejected to export it)")
             continue
         envs.append(env)
     if not envs:

@@ -34,6 +34,7 @@ from pydantic import BaseModel
 from synth import __version__
 from synth.envdirs import find_env_dirs
 from synth.errors import SynthError
+from synth.review import rejection
 from synth.server.episodes import EpisodeRegistry, RegistryError
 from synth.server.mcp_app import EpisodeMcp
 
@@ -47,12 +48,16 @@ class LoadedEnvs:
 
 
 def load_envs(root: Path | str, *, trusted: bool = False, pool: Any = None,
-              include_failed: bool = False) -> LoadedEnvs:
+              include_failed: bool = False, include_rejected: bool = False) -> LoadedEnvs:
     """Load every env folder under `root`; a folder that fails to load is skipped with its reason."""
     from synth.runtime import Env
 
     loaded = LoadedEnvs()
     for path in find_env_dirs(root):
+        rejected = None if include_rejected else rejection(path)
+        if rejected:
+            loaded.skipped.append({"path": str(path), "reason": rejected})
+            continue
         try:
             status = json.loads((path / "env.json").read_text(encoding="utf-8")).get("status")
             if status == "failed" and not include_failed:

@@ -17,7 +17,7 @@ from synth.server.app import LoadedEnvs, create_app, load_envs
 
 
 def build(root: Path | str, *, trusted: bool = False, workers: int | None = None, max_episodes: int = 256,
-          idle_timeout: float = 300.0, include_failed: bool = False,
+          idle_timeout: float = 300.0, include_failed: bool = False, include_rejected: bool = False,
           reap_interval: float | None = None) -> tuple[Any, LoadedEnvs]:
     """Load the envs under `root` and make the app; raises InputError when none loads."""
     if max_episodes < 1 or idle_timeout <= 0 or (workers is not None and workers < 1):
@@ -27,7 +27,8 @@ def build(root: Path | str, *, trusted: bool = False, workers: int | None = None
         from synth.runtime import SandboxPool
 
         pool = SandboxPool(workers=workers)
-    loaded = load_envs(root, trusted=trusted, pool=pool, include_failed=include_failed)
+    loaded = load_envs(root, trusted=trusted, pool=pool, include_failed=include_failed,
+                       include_rejected=include_rejected)
     if not loaded.envs:
         if pool is not None:
             pool.close()

@@ -1,0 +1,144 @@
+"""Everything the env page shows, read from the folder's files without running any of its code.
+
+Each file is read on its own: a missing or malformed one adds a line to
+`problems` and leaves its section empty instead of failing the page. Sections
+that newer pipeline versions add (rules.json, report.json `probes`, check-loop
+`repairs`, env.json `today` / `acting_user`) are shown when present.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from synth.errors import InputError
+from synth.review import read_review
+from synth.view.dbread import TableInfo, schema
+
+
+@dataclass
+class EnvDetail:
+    path: Path
+    manifest: dict[str, Any] = field(default_factory=dict)
+    report: dict[str, Any] = field(default_factory=dict)
+    scenario: str = ""
+    review: dict[str, Any] | None = None
+    rules: dict[str, Any] = field(default_factory=dict)
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    tasks: list[dict[str, Any]] = field(default_factory=list)
+    tables: list[TableInfo] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def id(self) -> str:
+        return str(self.manifest.get("id") or self.path.name)
+
+    def task(self, task_id: str) -> dict[str, Any] | None:
+        return next((t for t in self.tasks if t.get("task_id") == task_id), None)
+
+    def gates(self) -> list[dict[str, Any]]:
+        results = (self.report.get("gates") or {}).get("results") or {}
+        return [{"name": name, **r} for name, r in results.items() if isinstance(r, dict)]
+
+    def check_rounds(self) -> list[dict[str, Any]]:
+        """check_loop.rounds, each repair with its code diff computed from before/after."""
+        rounds = []
+        for r in (self.report.get("check_loop") or {}).get("rounds") or []:
+            if not isinstance(r, dict):
+                continue
+            repairs = [{**rep, "diff": code_diff(rep.get("before") or "", rep.get("after") or "")}
+                       for rep in r.get("repairs") or [] if isinstance(rep, dict)]
+            rounds.append({**r, "repairs": repairs})
+        return rounds
+
+    def probes(self, task_id: str) -> list[dict[str, Any]]:
+        found = (self.report.get("probes") or {}).get(task_id) or []
+        return [p for p in found if isinstance(p, dict)]
+
+
+def _read(path: Path, problems: list[str], parse: Any, default: Any) -> Any:
+    try:
+        return parse(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return default
+    except (OSError, ValueError, SyntaxError) as exc:
+        problems.append(f"{path.name}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
+        return default
+
+
+def _jsonl(text: str) -> list[dict[str, Any]]:
+    rows = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except ValueError as exc:
+                raise ValueError(f"line {n}: {exc}") from None
+    return [r for r in rows if isinstance(r, dict)]
+
+
+def function_sources(src: str) -> dict[str, str]:
+    """Top-level function name -> its source text (decorators included), parsed, never executed."""
+    tree = ast.parse(src)
+    lines = src.splitlines()
+    out = {}
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            start = min([node.lineno] + [d.lineno for d in node.decorator_list])
+            out[node.name] = "\n".join(lines[start - 1:node.end_lineno])
+    return out
+
+
+def code_diff(before: str, after: str) -> list[tuple[str, str]]:
+    """Unified diff lines as (kind, text), kind one of hunk / add / del / ctx."""
+    out = []
+    for line in list(difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="", n=3))[2:]:
+        kind = {"@": "hunk", "+": "add", "-": "del"}.get(line[:1], "ctx")
+        out.append((kind, line))
+    return out
+
+
+def load_detail(path: Path) -> EnvDetail:
+    d = EnvDetail(path=path)
+    p = d.problems
+    d.manifest = _read(path / "env.json", p, json.loads, {})
+    if not isinstance(d.manifest, dict):
+        p.append("env.json: not a JSON object")
+        d.manifest = {}
+    if not (path / "env.json").is_file():
+        p.append("env.json: missing (not an env folder, or its build never finished)")
+    d.report = _read(path / "report.json", p, json.loads, {})
+    d.report = d.report if isinstance(d.report, dict) else {}
+    d.scenario = _read(path / "scenario.md", p, str, "") or str(d.manifest.get("scenario") or "")
+    d.rules = _read(path / "rules.json", p, json.loads, {})
+    d.rules = d.rules if isinstance(d.rules, dict) else {}
+    try:
+        d.review = read_review(path)
+    except InputError as exc:
+        p.append(str(exc))
+    tools = _read(path / "tools.json", p, json.loads, [])
+    tool_src = _read(path / "tools.py", p, function_sources, {})
+    tests = _read(path / "tests.jsonl", p, _jsonl, [])
+    for t in tools if isinstance(tools, list) else []:
+        if isinstance(t, dict):
+            name = t.get("name")
+            d.tools.append({**t, "source": tool_src.get(name, ""),
+                            "tests": [x for x in tests if x.get("tool") == name]})
+    verifier_src = _read(path / "verifiers.py", p, function_sources, {})
+    gold = ((d.report.get("gold") or {}).get("tasks")) or {}
+    for task in _read(path / "tasks.jsonl", p, _jsonl, []):
+        tid = task.get("task_id")
+        verifier = task.get("verifier") or f"verify_{tid}"
+        d.tasks.append({**task, "verifier_source": verifier_src.get(verifier, ""),
+                        "gold_report": gold.get(tid) if isinstance(gold, dict) else None})
+    try:
+        d.tables = schema(path / "db" / "initial.sqlite")
+    except FileNotFoundError:
+        p.append("db/initial.sqlite: missing")
+    except Exception as exc:  # noqa: BLE001 - any sqlite failure on an untrusted file is shown, not raised
+        p.append(f"db/initial.sqlite: {exc}")
+    return d
