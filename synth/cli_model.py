@@ -33,8 +33,18 @@ def ping_model(settings: Settings) -> tuple[Any, Pong, float]:
     if settings.model is None:
         raise InputError("no model to check: pass --model provider/model (e.g. openai/gpt-4.1-mini)")
     gateway = Gateway(settings.model_copy(update={"no_cache": True, "max_attempts": min(2, settings.max_attempts)}))
+
+    async def call() -> Pong:
+        try:
+            return await gateway.structured(Pong, render_prompt("ping", word="pong"), stage="ping", subject="ping")
+        finally:
+            # SDK clients are bound to this event loop: close them in it, or their cleanup
+            # runs later (when a run has started its own loop) and prints a traceback.
+            for client in list(getattr(gateway.provider, "_clients", {}).values()):
+                await client.close()
+
     started = time.monotonic()
-    answer = asyncio.run(gateway.structured(Pong, render_prompt("ping", word="pong"), stage="ping", subject="ping"))
+    answer = asyncio.run(call())
     return gateway, answer, time.monotonic() - started
 
 

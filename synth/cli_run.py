@@ -43,7 +43,8 @@ def _demo(settings: Settings, seeds: Optional[Path], n: Optional[int]) -> tuple[
     if seeds is not None and not _same_file(seeds, demo_seeds):
         raise InputError(f"no model: offline, only the bundled demo runs (its recorded answers cover "
                          f"{demo_seeds.name} only); to use {seeds}, {NO_MODEL}")
-    return settings.model_copy(update={"model": "replay/demo", "replay_file": recordings}), demo_seeds, n or DEMO_N
+    return (settings.model_copy(update={"model": "replay/demo", "replay_file": recordings}), demo_seeds,
+            DEMO_N if n is None else n)
 
 
 def _demo_room(seed_list: list, n: int, settings: Settings) -> int:
@@ -69,9 +70,9 @@ def _demo_room(seed_list: list, n: int, settings: Settings) -> int:
 @settings_options("all")
 def run(
     settings: Settings,
-    seeds: Optional[Path] = typer.Option(None, "--seeds", help="seed file [default: the bundled domains; "
+    seeds: Optional[Path] = typer.Option(None, "--seeds", help="seed file \\[default: the bundled domains; "
                                          "with no model, the offline demo's]"),
-    n: Optional[int] = typer.Option(None, "-n", help=f"verified environments wanted [default: {DEMO_N} for the "
+    n: Optional[int] = typer.Option(None, "-n", help=f"verified environments wanted \\[default: {DEMO_N} for the "
                                     "offline demo; required otherwise]"),
     plain: bool = typer.Option(False, "--plain", help="plain progress lines even on a terminal"),
 ) -> None:

@@ -77,8 +77,8 @@ def _option(field: str, rename: dict[str, str] | None) -> tuple[Any, Any]:
     help_text = info.description or field.replace("_", " ")
     if kind is bool:  # a switch: given = true; "not given" leaves the other sources in charge
         return Optional[bool], typer.Option(None, *decls, help=help_text, show_default=False,
-                                            rich_help_panel=PANEL, flag_value=True)
-    return Optional[kind], typer.Option(None, *decls, help=f"{help_text} [default: {_default_text(field)}]",
+                                            rich_help_panel=PANEL)
+    return Optional[kind], typer.Option(None, *decls, help=f"{help_text} \\[default: {_default_text(field)}]",
                                         show_default=False, rich_help_panel=PANEL)
 
 
@@ -145,4 +145,5 @@ def config_command(
     for key, row in rows.items():
         value = json.dumps(row["value"])
         typer.echo(f"{key:<{width}}  {value:<24} ({row['source']})")
-    typer.echo(f"keys go in {CONFIG_FILE} as `key = value`, in {ENV_PREFIX}<KEY> variables, or as --key-name flags")
+    typer.echo(f"set a key in {CONFIG_FILE} (`key = value`), as {ENV_PREFIX}<KEY>, or with its flag (dashes for "
+               "underscores); flags win, then variables, then the file")

@@ -111,7 +111,8 @@ def _print_check(r: dict, quiet: bool) -> None:
         return
     passed = sum(g["passed"] for g in r["gates"])
     counts = f" ({passed}/{len(r['gates'])} gates)" if r["gates"] else ""
-    typer.echo(f"{'ok  ' if ok else 'FAIL'} {r['env_id']}: {r['status']}{counts}")
+    name = r["env_id"] if Path(r["path"]).name == r["env_id"] else f"{r['env_id']} in {r['path']}"
+    typer.echo(f"{'ok  ' if ok else 'FAIL'} {name}: {r['status']}{counts}")
     if r["error"]:
         typer.echo(f"     could not be checked: {r['error']}")
     for line in r.get("failures", []):

@@ -41,7 +41,7 @@ class Settings(BaseModel):
     max_cost: float | None = Field(None, ge=0, description="USD budget; no new call starts once reached")
     prices_file: Path | None = Field(None, description="JSON price table overriding the bundled one")
     cache_dir: Path = Field(Path("generated/.cache"),
-                            description="model-call and embedding cache folder (default: <out>/.cache)")
+                            description="model-call and embedding cache folder")
     no_cache: bool = Field(False, description="neither read nor write the model-call cache")
     replay_file: Path | None = Field(None, description="recorded responses for the replay provider")
 

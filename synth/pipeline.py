@@ -239,6 +239,9 @@ class Pipeline:
 
     def stop_message(self, reason: str, verified: int, earlier: int, started: int) -> str:
         wanted = f"{verified} of {self.target} wanted verified env(s)"
+        if verified > self.target:
+            wanted = (f"{verified} verified env(s), {self.target} wanted (the others were already being built "
+                      "when the last wanted one verified)")
         if earlier:
             wanted += f" ({earlier} from an earlier attempt of this run, same seeds, counted toward -n)"
         if reason == REACHED:
@@ -249,7 +252,7 @@ class Pipeline:
         if reason == CAP:
             return (f"{wanted}: stopped after building {started} scenario(s), the cap of "
                     f"--build-attempts-per-env {self.settings.build_attempts_per_env:g} x {self.target}; "
-                    "the failures below say why so many failed")
+                    "the failures by reason say why so many failed")
         return (f"{wanted}: the seeds gave no more unique scenarios ({started} built); add seeds "
                 "(--seeds) or lower --dedup-threshold")
 

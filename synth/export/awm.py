@@ -27,7 +27,7 @@ from typing import Any
 from synth import __version__
 from synth.database import split_statements
 from synth.envfolder import VERIFIER_IMPORTS, read_env_draft
-from synth.export.source import ExportEnv, load_envs
+from synth.export.source import ExportEnv, load_envs, skipped_note
 from synth.prompts import render_template
 from synth.store import write_atomic
 from synth.toolschema import schema_to_params
@@ -149,5 +149,5 @@ def export_awm(root: Path | str, out: Path | str) -> str:
     lines["gen_verifier.pure_code.jsonl"] = lines["gen_verifier.jsonl"]
     for name, rows in lines.items():
         write_atomic(out / name, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
-    note = f"; skipped {len(skipped)} env(s)" if skipped else ""
+    note = skipped_note(skipped)
     return f"awm: {len(envs)} scenario(s), {n_tasks} task(s) with verifiers in {out}{note}"
