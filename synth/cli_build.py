@@ -31,12 +31,10 @@ def build(
 ) -> None:
     """Build an env folder per scenario: tasks, schema, data, tools, each validated by execution."""
     from synth.build import build_all, load_scenarios
-    from synth.cli_model import preflight
     from synth.llm import Gateway
     from synth.store import RunStore, derive_run_id
 
     items = load_scenarios(scenarios)
-    typer.echo(f"model check: {preflight(settings)}", err=True)
     digest = hashlib.sha256(scenarios.read_bytes()).hexdigest()
     run_id = settings.run_id or derive_run_id({"command": "build", "scenarios": digest, "model": settings.model})
     store = RunStore.open(settings.out, run_id)

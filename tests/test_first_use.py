@@ -108,7 +108,7 @@ def test_main_command_on_a_terminal_prints_the_funnel_and_n_1_then_adds_one_env(
     assert "(1 from an earlier attempt of this run, same seeds, counted toward -n): done" in again.stderr
 
     # Nothing left to replay offline: one line that says what to do.
-    full = synth("run", "-n", "2", "--out", str(out), cwd=tmp_path)
+    full = synth("run", "-n", "3", "--out", str(out), cwd=tmp_path)  # (-n 2 would resume the first run)
     assert full.returncode == 2
     assert full.stderr.strip().splitlines()[-1].startswith("error: the offline demo holds 3 domains and")
     assert "--model" in full.stderr and len(full.stderr.strip().splitlines()) == 1
