@@ -69,16 +69,15 @@ def test_help_shows_the_defaults_of_settings_flags():
 
 
 def test_every_flag_the_readme_names_exists_on_its_command():
-    """A flag on a line that names `synth CMD` must be CMD's; a flag in prose must be `synth run`'s."""
-    names = sorted(commands(), key=len, reverse=True)
+    """A flag after `synth CMD` on a line must be CMD's; a flag with no command before it, `synth run`'s."""
+    names = "|".join(sorted(map(re.escape, commands()), key=len, reverse=True))
     for line in (REPO / "README.md").read_text().splitlines():
-        flags = set(FLAG.findall(line)) - {"--help"}
-        if not flags:
-            continue
-        named = [c for c in names if re.search(rf"\bsynth {c}\b", line)]
-        for flag in flags:
-            homes = named or ["run"]
-            assert any(flag in help_of(c) for c in homes), f"{flag} (README: {line.strip()[:80]}) not on {homes}"
+        for flag in FLAG.finditer(line):
+            if flag.group() == "--help":
+                continue
+            before = re.findall(rf"\bsynth ({names})\b", line[:flag.start()])
+            home = before[-1] if before else "run"
+            assert flag.group() in help_of(home), f"{flag.group()} not on `synth {home}` (README: {line.strip()[:80]})"
 
 
 def test_every_flag_an_error_message_or_help_names_exists_somewhere():
