@@ -92,10 +92,11 @@ def run(
     seed_list = load_seeds(seeds or bundled_seeds_path())
     target = n
     if demo:
-        target = min(n, _demo_room(seed_list, n, settings))
+        room = _demo_room(seed_list, n, settings)
+        target = min(n, room)
+        taken = "" if room >= len(seed_list) else f", {len(seed_list) - room} already in {settings.out}/envs"
         note = f"{n} env(s)" if target == n else (f"{target} env(s), not {n}: the demo holds {len(seed_list)} "
-                                                f"domains and the others are already in {settings.out}/envs; "
-                                                f"for more, {NO_MODEL}")
+                                                f"domains{taken}; for more, {NO_MODEL}")
         typer.echo(f"no API key and no --model: running the offline demo ({note}; recorded answers in "
                    f"{settings.replay_file})", err=True)
     else:

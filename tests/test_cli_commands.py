@@ -17,7 +17,6 @@ from typer.testing import CliRunner
 from verifykit import copy_env, make_verified_library
 
 from synth.cli import app
-from synth.envsummary import clip
 from synth.llm.script import Reply
 
 REPO = Path(__file__).resolve().parents[1]
@@ -87,6 +86,8 @@ def test_show_of_a_good_env_has_no_cut_words_and_a_readable_usage_line(library, 
     result = invoke("show", env)
     assert result.exit_code == 0, result.output
     assert "usage: tokens 12,345 in / 678 out, cost $0.0123" in result.output and "{" not in result.output
+    from synth.envsummary import clip
+
     assert clip("one two three four", 12) == "one two …"
     assert clip("short", 12) == "short"
 

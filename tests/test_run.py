@@ -177,3 +177,19 @@ def test_max_cost_stops_new_work_and_says_so(tmp_path):
     assert summary["budget_stopped"] is True
     assert summary["funnel"]["verified"] < 3
     assert sent < 60  # the full demo needs about 156 calls: new work stopped early
+
+
+def test_a_failed_env_is_made_up_for_with_another_scenario_until_n_are_verified(tmp_path):
+    # The vet clinic's tasks stage is refused: its build fails, and -n 2 still ends with 2 verified
+    # because the run provisions one more scenario (the coworking space) from the observed yield.
+    refuse = Rule(stage="tasks", subject="riverside*", replies=[Reply(fault="400")], repeat_last=True)
+    with FakeModelServer(with_ping(Script([refuse, *load_recordings(DEMO_RECORDINGS).rules]))) as server:
+        args = [a if a != "3" else "2" for a in run_args(server, tmp_path / "out")]
+        out = subprocess.run(args, env=synth_env(), capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert set(verified_envs(tmp_path / "out")) == {"maple_street_public_library", "foundry_coworking"}
+    assert (tmp_path / "out" / "failed" / "riverside_veterinary_clinic" / "env.json").exists()
+    summary = json.loads(next((tmp_path / "out" / "runs").glob("*/summary.json")).read_text())
+    assert summary["stop_reason"] == "reached" and summary["funnel"]["verified"] == 2
+    assert [e["status"] for e in summary["envs"]] == ["failed", "verified", "verified"]
+    assert "2 of 2 wanted verified env(s): done" in out.stderr
