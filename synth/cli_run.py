@@ -192,7 +192,9 @@ def stats(
     summary_file = folder / "summary.json"
     if summary_file.exists():
         summary = json.loads(summary_file.read_text())
-        data["funnel"] = summary.get("funnel")
+        funnel = summary.get("funnel") or {}
+        order = ("seeds", "candidates", "crud_able", "unique", "built", "verified")  # older files sorted their keys
+        data["funnel"] = {**{k: funnel[k] for k in order if k in funnel}, **funnel} or None
         data["stop_message"] = summary.get("stop_message")
     stages = in_pipeline_order(list(data["items"]) + list(data["usage"]["stages"]))
     data["items"] = {s: data["items"][s] for s in stages if s in data["items"]}
