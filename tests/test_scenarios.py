@@ -131,7 +131,7 @@ def test_classifier_rejections_keep_the_reason_and_a_rerun_resumes(fake_model, t
 
     before = len(fake_model.requests)
     again, _ = generate(fake_model, tmp_path, embedder, [VET], 2, store=store, cache_dir=tmp_path / "fresh")
-    assert [r.stage for r in fake_model.requests[before:]] == ["ping"]  # only the model check  # everything came from the run store, even with an empty cache
+    assert len(fake_model.requests) == before  # everything came from the run store, even with an empty cache
     assert again.kept == result.kept and again.rejected == result.rejected
 
 
