@@ -46,6 +46,7 @@ def settings_from(**flags: Any):
 
 # Commands register themselves on `app` when their module is imported. Keeping
 # each group in its own module keeps this file thin.
+from synth import cli_settings  # noqa: E402,F401  (config; settings as flags)
 from synth import cli_model  # noqa: E402,F401  (model: ping, cache)
 from synth import cli_scenarios  # noqa: E402,F401
 from synth import cli_expand  # noqa: E402,F401  (scenarios)

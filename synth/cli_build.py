@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from pathlib import Path
-from typing import Optional
-
 import typer
 
-from synth.cli import app, settings_from
+from synth.cli import app
+from synth.cli_settings import settings_options
+from synth.config import Settings
 
 
 def _line(result) -> str:
@@ -24,22 +24,16 @@ def _line(result) -> str:
 
 
 @app.command()
+@settings_options("model", "output", "build")
 def build(
+    settings: Settings,
     scenarios: Path = typer.Argument(..., help="JSONL file, one scenario object per line"),
-    model: Optional[str] = typer.Option(None, "--model", "-m", help="provider/model (or SYNTH_MODEL / synth.toml)"),
-    base_url: Optional[str] = typer.Option(None, "--base-url", help="OpenAI-compatible server URL"),
-    out: Optional[Path] = typer.Option(None, "--out", help="output folder (envs/, failed/, runs/)"),
-    concurrency: Optional[int] = typer.Option(None, "--concurrency", help="model requests and envs in flight"),
-    max_cost: Optional[float] = typer.Option(None, "--max-cost", help="USD budget; no new call starts once spent"),
-    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="model-call cache folder"),
 ) -> None:
     """Build an env folder per scenario: tasks, schema, data, tools, each validated by execution."""
     from synth.build import build_all, load_scenarios
     from synth.llm import Gateway
     from synth.store import RunStore, derive_run_id
 
-    settings = settings_from(model=model, base_url=base_url, out=out, concurrency=concurrency, max_cost=max_cost,
-                             cache_dir=cache_dir)
     items = load_scenarios(scenarios)
     digest = hashlib.sha256(scenarios.read_bytes()).hexdigest()
     run_id = settings.run_id or derive_run_id({"command": "build", "scenarios": digest, "model": settings.model})
@@ -48,7 +42,7 @@ def build(
         store.write_config(settings.public_dict())
         gateway = Gateway(settings, recorder=store, spent_before=store.usage()["total"]["cost"])
         results = asyncio.run(build_all(items, gateway, settings, settings.out, store=store,
-                                        on_result=lambda r: typer.echo(_line(r))))
+                                        parallel=settings.parallel_envs, on_result=lambda r: typer.echo(_line(r))))
     finally:
         store.close()
     counts = {s: sum(r.status == s for r in results) for s in ("built", "verified", "failed", "stopped")}

@@ -7,27 +7,32 @@ from typing import Optional
 
 import typer
 
-from synth.cli import app, settings_from
-
-DEFAULT_OUT = Path("generated/scenarios.jsonl")
-
+from synth.cli import app
+from synth.cli_settings import settings_options
+from synth.config import Settings
+from synth.errors import InputError
 
 @app.command("scenarios")
+@settings_options("model", "scenarios", "output", rename={"out": "--out-dir"})
 def scenarios_command(
+    settings: Settings,
     seeds: Path = typer.Option(..., "--seeds", help="seed file: one 'name | description | category' per line"),
-    count: int = typer.Option(..., "-n", "--count", min=1, help="number of unique scenarios wanted"),
-    model: Optional[str] = typer.Option(None, "--model", "-m", help="provider/model, e.g. openai/gpt-4.1-mini"),
-    base_url: Optional[str] = typer.Option(None, "--base-url", help="OpenAI-compatible server URL"),
-    out: Path = typer.Option(DEFAULT_OUT, "--out", "-o",
-                             help="scenarios JSONL; rejected candidates with reasons go to OUT.rejected.jsonl"),
-    max_cost: Optional[float] = typer.Option(None, "--max-cost", help="USD budget; no new call starts once spent"),
-    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="model-call and embedding cache folder"),
+    count: int = typer.Option(..., "-n", "--count", help="number of unique scenarios wanted"),
+    out_file: Optional[Path] = typer.Option(None, "--out", "-o", help="scenarios JSONL; rejected candidates with "
+                                            "reasons go to OUT.rejected.jsonl \\[default: <out-dir>/scenarios.jsonl]"),
 ) -> None:
-    """Expand seed domains into scenarios, keep the CRUD-able ones, drop duplicates (also of OUT's folder)."""
-    from synth.scenarios import run_scenarios
+    """Expand seed domains into scenarios, keep the CRUD-able ones, drop duplicates (also of OUT's folder).
 
-    settings = settings_from(model=model, base_url=base_url, max_cost=max_cost, cache_dir=cache_dir)
-    run = run_scenarios(seeds, count, out, settings)
+    The run's state goes to <out-dir>/runs/ and the cache to <out-dir>/.cache."""
+    from synth.cli_model import preflight
+    from synth.scenarios import run_scenarios
+    from synth.seeds import load_seeds
+
+    if count < 1:
+        raise InputError(f"-n is the number of scenarios wanted; it must be at least 1, got {count}")
+    load_seeds(seeds)  # a bad seed file is reported before any model call
+    typer.echo(f"model check: {preflight(settings)}", err=True)
+    run = run_scenarios(seeds, count, out_file or Path(settings.out) / "scenarios.jsonl", settings)
     result = run.result
     typer.echo(result.summary())
     for seed, reason in result.stalled.items():

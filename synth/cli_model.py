@@ -6,12 +6,15 @@ import asyncio
 import json
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 from pydantic import BaseModel, Field
 
-from synth.cli import app, settings_from
+from synth.cli import app
+from synth.cli_settings import settings_options
+from synth.config import Settings
+from synth.errors import InputError
 from synth.prompts import render_prompt
 
 cache_app = typer.Typer(help="Inspect or clear the model-call cache.", no_args_is_help=True)
@@ -23,20 +26,55 @@ class Pong(BaseModel):
     word: str = Field(description="The word 'pong'")
 
 
-@app.command()
-def ping(
-    model: str = typer.Option(..., "--model", "-m", help="provider/model, e.g. openai/gpt-4.1-mini"),
-    base_url: Optional[str] = typer.Option(None, "--base-url", help="OpenAI-compatible server URL"),
-    timeout: Optional[float] = typer.Option(None, "--timeout", help="seconds per request"),
-) -> None:
-    """Make one tiny structured call and print provider, model, latency and tokens."""
+def ping_model(settings: Settings) -> tuple[Any, Pong, float]:
+    """One tiny structured call, uncached, at most two attempts: (gateway, answer, seconds)."""
     from synth.llm import Gateway
 
-    settings = settings_from(model=model, base_url=base_url, timeout=timeout, no_cache=True, max_attempts=2)
-    gateway = Gateway(settings)
+    if settings.model is None:
+        raise InputError("no model to check: pass --model provider/model (e.g. openai/gpt-4.1-mini)")
+    gateway = Gateway(settings.model_copy(update={"no_cache": True, "max_attempts": min(2, settings.max_attempts)}))
+
+    async def call() -> Pong:
+        try:
+            return await gateway.structured(Pong, render_prompt("ping", word="pong"), stage="ping", subject="ping")
+        finally:
+            # SDK clients are bound to this event loop: close them in it, or their cleanup
+            # runs later (when a run has started its own loop) and prints a traceback.
+            for client in list(getattr(gateway.provider, "_clients", {}).values()):
+                await client.close()
+
     started = time.monotonic()
-    answer = asyncio.run(gateway.structured(Pong, render_prompt("ping", word="pong"), stage="ping", subject="ping"))
-    elapsed = time.monotonic() - started
+    answer = asyncio.run(call())
+    return gateway, answer, time.monotonic() - started
+
+
+def preflight(settings: Settings) -> str:
+    """Before any stage: resolve model, key and endpoint with the ping call; one line on failure.
+
+    A model that answers at all has a working key, endpoint and name, so an answer that
+    misses the JSON shape passes here (the stages repair such answers). Recorded
+    answers (replay) need no call: loading them is the check."""
+    from synth.llm import Gateway, ModelError, StructuredOutputError, parse_model
+
+    if settings.model is None:
+        raise InputError("no model: pass --model provider/model (e.g. openai/gpt-4.1-mini)")
+    if parse_model(settings.model).provider == "replay":
+        Gateway(settings)
+        return f"replaying recorded answers from {settings.replay_file}"
+    try:
+        _, _, seconds = ping_model(settings)
+    except StructuredOutputError:
+        return f"{settings.model} answers (not in the JSON shape asked; the stages will repair that)"
+    except ModelError as exc:
+        raise ModelError(f"model check failed before any stage: {exc}") from None
+    return f"{settings.model} answers ({seconds:.1f}s)"
+
+
+@app.command()
+@settings_options("model", "base_url", "timeout")
+def ping(settings: Settings) -> None:
+    """Make one tiny structured call and print provider, model, latency and tokens."""
+    gateway, answer, elapsed = ping_model(settings)
     t = gateway.usage.total
     typer.echo(
         f"provider={gateway.spec.provider} model={gateway.spec.name} latency={elapsed * 1000:.0f}ms "
@@ -44,21 +82,33 @@ def ping(
     )
 
 
-def _cache(cache_dir: Optional[Path]):
-    from synth.llm.cache import ResponseCache
+def _cache(settings: Settings):
+    """The cache of settings.cache_dir; a folder that holds none is reported, never created."""
+    from synth.llm.cache import CACHE_FILE, ResponseCache
 
-    return ResponseCache(settings_from(cache_dir=cache_dir).cache_dir)
+    if not (Path(settings.cache_dir) / CACHE_FILE).is_file():
+        return None
+    return ResponseCache(settings.cache_dir)
 
 
 @cache_app.command("stats")
+@settings_options("cache_dir", "out")
 def cache_stats(
-    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="cache folder (default generated/.cache)"),
+    settings: Settings,
     as_json: bool = typer.Option(False, "--json", help="print JSON"),
 ) -> None:
     """Entries and tokens in the cache, by stage and model."""
-    stats = _cache(cache_dir).stats()
+    cache = _cache(settings)
+    if cache is None:
+        stats = {"path": str(settings.cache_dir), "entries": 0, "bytes": 0, "groups": []}
+    else:
+        stats = cache.stats()
+        cache.close()
     if as_json:
         typer.echo(json.dumps(stats, indent=2))
+        return
+    if cache is None:
+        typer.echo(f"{settings.cache_dir}: no model-call cache there (nothing cached yet, or another --cache-dir)")
         return
     typer.echo(f"{stats['path']}: {stats['entries']} entries, {stats['bytes'] / 1024:.0f} KiB")
     for g in stats["groups"]:
@@ -67,13 +117,25 @@ def cache_stats(
 
 
 @cache_app.command("clear")
+@settings_options("cache_dir", "out")
 def cache_clear(
-    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="cache folder (default generated/.cache)"),
-    stage: Optional[str] = typer.Option(None, "--stage", help="only entries of this stage"),
+    settings: Settings,
+    stage: Optional[str] = typer.Option(None, "--stage", help="only entries of this stage (see `synth cache stats`)"),
     yes: bool = typer.Option(False, "--yes", "-y", help="do not ask"),
 ) -> None:
     """Delete cached responses (all, or one stage's)."""
-    if not yes:
-        typer.confirm(f"delete cached responses{' of stage ' + stage if stage else ''}?", abort=True)
-    n = _cache(cache_dir).clear(stage)
-    typer.echo(f"deleted {n} cached responses")
+    cache = _cache(settings)
+    if cache is None:
+        typer.echo(f"{settings.cache_dir}: no model-call cache there; nothing to delete")
+        return
+    try:
+        stages = sorted({g["stage"] for g in cache.stats()["groups"]})
+        if stage is not None and stage not in stages:
+            raise InputError(f"no cached responses of stage {stage!r}; stages in {settings.cache_dir}: "
+                             f"{', '.join(stages) or 'none'}")
+        if not yes:
+            typer.confirm(f"delete cached responses{' of stage ' + stage if stage else ''}?", abort=True)
+        n = cache.clear(stage)
+    finally:
+        cache.close()
+    typer.echo(f"deleted {n} cached responses" + (f" of stage {stage}" if stage else ""))

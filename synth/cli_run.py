@@ -12,10 +12,14 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from synth.cli import app, settings_from
+from synth.cli import app
+from synth.cli_settings import settings_options
+from synth.config import Settings
 from synth.errors import InputError
 
-DEMO_N = 3
+DEMO_N = 2  # of the demo's 3 domains: `synth run -n 1` afterwards still has one to add
+NO_MODEL = ("pass --model provider/model (e.g. openai/gpt-4.1-mini with OPENAI_API_KEY set, or a local server "
+            "with --base-url)")
 
 
 def demo_paths() -> tuple[Path, Path]:
@@ -24,46 +28,90 @@ def demo_paths() -> tuple[Path, Path]:
     return Path(str(root.joinpath("demo.txt"))), Path(str(root.joinpath("demo")))
 
 
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve() or a.read_bytes() == b.read_bytes()
+    except OSError:
+        return False
+
+
+def _demo(settings: Settings, seeds: Optional[Path], n: Optional[int]) -> tuple[Settings, Path, int]:
+    """No model and no key: the offline demo, which can only replay its own recorded domains."""
+    if os.environ.get("OPENAI_API_KEY") or os.environ.get("ANTHROPIC_API_KEY"):
+        raise InputError(f"an API key is set but no model: {NO_MODEL}")
+    demo_seeds, recordings = demo_paths()
+    if seeds is not None and not _same_file(seeds, demo_seeds):
+        raise InputError(f"no model: offline, only the bundled demo runs (its recorded answers cover "
+                         f"{demo_seeds.name} only); to use {seeds}, {NO_MODEL}")
+    return (settings.model_copy(update={"model": "replay/demo", "replay_file": recordings}), demo_seeds,
+            DEMO_N if n is None else n)
+
+
+def _demo_room(seed_list: list, n: int, settings: Settings) -> int:
+    """How many envs the demo can still add to this output folder (a rerun of a run keeps its own room)."""
+    from synth.pipeline import run_id_for
+    from synth.scenario_files import load_existing
+    from synth.seeds import name_key
+    from synth.store import RUN_DB
+
+    run_dir = Path(settings.out) / "runs" / run_id_for(seed_list, n, settings)
+    if (run_dir / RUN_DB).exists():
+        return n  # resuming: the room was decided when the run started
+    taken = {name_key(s.seed) for s in load_existing(settings.out)}
+    room = sum(name_key(s.name) not in taken for s in seed_list)
+    where = Path(settings.out) / "envs"
+    if room == 0:
+        raise InputError(f"the offline demo holds {len(seed_list)} domains and {where} already has all of them; "
+                         f"to synthesize more, {NO_MODEL} (or pass another --out)")
+    return room
+
+
 @app.command()
+@settings_options("all")
 def run(
-    seeds: Optional[Path] = typer.Option(None, "--seeds", help="seed file (default: bundled domains, or the demo)"),
-    n: Optional[int] = typer.Option(None, "-n", help="number of environments to synthesize"),
-    model: Optional[str] = typer.Option(None, "--model", "-m", help="provider/model, e.g. openai/gpt-4.1-mini"),
-    base_url: Optional[str] = typer.Option(None, "--base-url", help="OpenAI-compatible server URL"),
-    out: Optional[Path] = typer.Option(None, "--out", help="output folder (default generated/)"),
-    max_cost: Optional[float] = typer.Option(None, "--max-cost", help="USD budget; no new work starts after it"),
-    concurrency: Optional[int] = typer.Option(None, "--concurrency", help="model requests in flight"),
-    parallel_envs: Optional[int] = typer.Option(None, "--parallel-envs", help="envs built at the same time"),
-    run_id: Optional[str] = typer.Option(None, "--run-id", help="name the run (default: derived from the inputs)"),
-    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="model-call cache folder"),
+    settings: Settings,
+    seeds: Optional[Path] = typer.Option(None, "--seeds", help="seed file \\[default: the bundled domains; "
+                                         "with no model, the offline demo's]"),
+    n: Optional[int] = typer.Option(None, "-n", help=f"verified environments wanted \\[default: {DEMO_N} for the "
+                                    "offline demo; required otherwise]"),
     plain: bool = typer.Option(False, "--plain", help="plain progress lines even on a terminal"),
 ) -> None:
     """Synthesize N verified environments from seeds. Rerun the same command to resume."""
-    from synth.pipeline import run_pipeline
+    from synth.cli_model import preflight
+    from synth.pipeline import Pipeline
     from synth.progress import make_progress
     from synth.seeds import bundled_seeds_path, load_seeds
 
-    settings = settings_from(model=model, base_url=base_url, out=out, max_cost=max_cost, concurrency=concurrency,
-                             parallel_envs=parallel_envs, run_id=run_id, cache_dir=cache_dir)
-    if settings.model is None:
-        if os.environ.get("OPENAI_API_KEY") or os.environ.get("ANTHROPIC_API_KEY"):
-            raise InputError("an API key is set but no model: pass --model provider/model (e.g. openai/gpt-4.1-mini)")
-        demo_seeds, recordings = demo_paths()
-        settings = settings.model_copy(update={"model": "replay/demo", "replay_file": recordings})
-        seeds = seeds or demo_seeds
-        n = n or DEMO_N
-        typer.echo(f"no API key and no --model: running the offline demo ({n} envs from recorded answers in "
-                   f"{recordings})", err=True)
-    seed_list = load_seeds(seeds or bundled_seeds_path())
+    demo = settings.model is None
+    if demo:
+        settings, seeds, n = _demo(settings, seeds, n)
     if n is None:
-        raise InputError("pass -n N: how many environments to synthesize")
+        raise InputError("pass -n N: how many verified environments to synthesize")
+    if n < 1:
+        raise InputError(f"-n is the number of verified environments wanted; it must be at least 1, got {n}")
+    seed_list = load_seeds(seeds or bundled_seeds_path())
+    target = n
+    if demo:
+        room = _demo_room(seed_list, n, settings)
+        target = min(n, room)
+        taken = "" if room >= len(seed_list) else f", {len(seed_list) - room} already in {settings.out}/envs"
+        note = f"{n} env(s)" if target == n else (f"{target} env(s), not {n}: the demo holds {len(seed_list)} "
+                                                f"domains{taken}; for more, {NO_MODEL}")
+        typer.echo(f"no API key and no --model: running the offline demo ({note}; recorded answers in "
+                   f"{settings.replay_file})", err=True)
+    else:
+        typer.echo(f"model check: {preflight(settings)}", err=True)
+    pipeline = Pipeline(seed_list, n, settings, one_scenario_per_seed=demo, target=target)
+    if pipeline.existing:
+        typer.echo(f"{len(pipeline.existing)} scenario(s) already in {settings.out} from other runs are kept; "
+                   "new scenarios must differ from them", err=True)
     with make_progress(plain=plain or None) as progress:
-        summary = run_pipeline(seed_list, n, settings, progress)
+        summary = pipeline.execute(progress)
     print_summary(summary)
-    if summary["budget_stopped"]:
-        typer.echo(summary["budget_message"], err=True)
+    typer.echo(summary["stop_message"], err=True)
     if summary["funnel"]["verified"] == 0:
         typer.echo("no env was verified; the failures above say why", err=True)
+    if summary["stop_reason"] != "reached":
         raise typer.Exit(1)
 
 
@@ -94,17 +142,38 @@ def print_summary(summary: dict[str, Any]) -> None:
 
 
 @app.command()
-def show(env_dir: Path = typer.Argument(..., help="an env folder")) -> None:
-    """A readable summary of one env: scenario, tables, tools, tasks, gates, cost."""
+def show(
+    env_dir: Path = typer.Argument(..., help="an env folder"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON"),
+) -> None:
+    """A readable summary of one env: scenario, tables, tools, tasks, gates, cost. Exit 1 if the folder has
+    problems (listed at the end)."""
     from synth.envsummary import env_summary, render_env_summary
 
-    render_env_summary(env_summary(env_dir), Console())
+    summary = env_summary(env_dir)
+    if as_json:
+        typer.echo(json.dumps(summary, indent=2))
+    else:
+        render_env_summary(summary, Console())
+    if summary["problems"]:
+        raise typer.Exit(1)
+
+
+# Stages in pipeline order, for tables that list them; stages not named here follow in the order met.
+STAGE_ORDER = ("scenarios", "expand", "classify", "dedup", "dedup_judge", "env", "build", "tasks", "schema", "data",
+               "tool_spec", "tool_code", "verify", "gold", "check_tests", "check_judge", "check_repair")
+
+
+def in_pipeline_order(stages: list[str]) -> list[str]:
+    known = [s for s in STAGE_ORDER if s in stages]
+    return known + [s for s in dict.fromkeys(stages) if s not in STAGE_ORDER]
 
 
 @app.command()
+@settings_options("out")
 def stats(
-    run: str = typer.Argument(..., help="run folder, or run id under --out/runs"),
-    out: Optional[Path] = typer.Option(None, "--out", help="output folder (default generated/)"),
+    settings: Settings,
+    run: str = typer.Argument(..., help="run folder, or run id under <out>/runs"),
     as_json: bool = typer.Option(False, "--json", help="print JSON"),
 ) -> None:
     """Items per stage and status, and model usage per stage, for a run."""
@@ -112,7 +181,7 @@ def stats(
 
     folder = Path(run)
     if not (folder / RUN_DB).exists():
-        folder = Path(settings_from(out=out).out) / "runs" / run
+        folder = Path(settings.out) / "runs" / run
     if not (folder / RUN_DB).exists():
         raise InputError(f"no run at {run!r}: pass a run folder (generated/runs/<id>) or a run id")
     store = RunStore(folder)
@@ -122,7 +191,14 @@ def stats(
         store.close()
     summary_file = folder / "summary.json"
     if summary_file.exists():
-        data["funnel"] = json.loads(summary_file.read_text()).get("funnel")
+        summary = json.loads(summary_file.read_text())
+        funnel = summary.get("funnel") or {}
+        order = ("seeds", "candidates", "crud_able", "unique", "built", "verified")  # older files sorted their keys
+        data["funnel"] = {**{k: funnel[k] for k in order if k in funnel}, **funnel} or None
+        data["stop_message"] = summary.get("stop_message")
+    stages = in_pipeline_order(list(data["items"]) + list(data["usage"]["stages"]))
+    data["items"] = {s: data["items"][s] for s in stages if s in data["items"]}
+    data["usage"]["stages"] = {s: data["usage"]["stages"][s] for s in stages if s in data["usage"]["stages"]}
     if as_json:
         typer.echo(json.dumps(data, indent=2))
         return
@@ -130,7 +206,6 @@ def stats(
     items = Table(title=f"run {folder.name}")
     for col in ("stage", "done", "failed", "running", "calls", "cached", "tokens", "cost"):
         items.add_column(col, justify="left" if col == "stage" else "right")
-    stages = sorted(set(data["items"]) | set(data["usage"]["stages"]))
     for stage in stages:
         c, u = data["items"].get(stage, {}), data["usage"]["stages"].get(stage, {})
         items.add_row(stage, str(c.get("done", 0)), str(c.get("failed", 0)), str(c.get("running", 0)),
@@ -138,4 +213,6 @@ def stats(
                       f"{u.get('prompt_tokens', 0) + u.get('completion_tokens', 0):,}", f"${u.get('cost', 0):.4f}")
     console.print(items)
     if data.get("funnel"):
-        console.print("funnel: " + " -> ".join(f"{k} {v}" for k, v in data["funnel"].items()))
+        console.print("funnel: " + " -> ".join(f"{k} {v}" for k, v in data["funnel"].items()), highlight=False)
+    if data.get("stop_message"):
+        console.print(data["stop_message"], highlight=False)

@@ -8,7 +8,34 @@ from typing import Optional
 
 import typer
 
-from synth.cli import app, settings_from
+from synth.cli import app
+from synth.cli_settings import settings_options
+from synth.config import Settings
+from synth.errors import InputError
+
+
+class Split(str, Enum):
+    train = "train"
+    test = "test"
+
+
+def check_port(host: str, port: int) -> None:
+    """A bad or busy port is a one-line error before anything is loaded or "serving" is printed."""
+    import socket
+
+    if not 1 <= port <= 65535:
+        raise InputError(f"--port {port} is not a TCP port; pass 1-65535")
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise InputError(f"--host {host!r} cannot be resolved ({exc.strerror})") from None
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            raise InputError(f"cannot listen on {host}:{port} ({exc.strerror}); pick another --port") from None
 
 
 @app.command()
@@ -26,6 +53,7 @@ def serve(
     """Serve every env over REST (/docs) and MCP (/episodes/<id>/mcp), one isolated database per episode."""
     from synth.server.run import build, serve_forever
 
+    check_port(host, port)
     server_app, loaded = build(dir, trusted=trusted, workers=workers, max_episodes=max_episodes,
                                idle_timeout=idle_timeout, include_failed=include_failed,
                                include_rejected=include_rejected)
@@ -37,36 +65,44 @@ def serve(
 
 
 @app.command()
+@settings_options("model")
 def rollout(
+    settings: Settings,
     dir: Path = typer.Argument(..., help="folder of env folders"),
-    model: str = typer.Option(..., "--model", "-m", help="provider/model, e.g. openai/gpt-4.1-mini"),
     out: Path = typer.Option(..., "--out", "-o", help="trajectories JSONL (appended; reruns resume)"),
-    base_url: Optional[str] = typer.Option(None, "--base-url", help="OpenAI-compatible server URL (vLLM, SGLang)"),
     tasks: Optional[int] = typer.Option(None, "--tasks", help="at most this many tasks per env"),
     concurrency: int = typer.Option(4, "--concurrency", help="episodes in flight"),
     max_turns: int = typer.Option(10, "--max-turns", help="model turns per episode"),
     window: Optional[int] = typer.Option(None, "--window", help="also write <out>.window.jsonl per-turn samples "
                                          "keeping only the last W turns"),
-    split: Optional[str] = typer.Option(None, "--split", help="only tasks of this split (train/test)"),
-    temperature: Optional[float] = typer.Option(None, "--temperature", help="sampling temperature"),
-    max_cost: Optional[float] = typer.Option(None, "--max-cost", help="USD budget; no new episode starts after"),
+    split: Optional[Split] = typer.Option(None, "--split", help="only tasks of this split"),
     trusted: bool = typer.Option(False, "--trusted", help="run env code in this process (only envs you trust)"),
 ) -> None:
     """Run a model as an agent on the envs' tasks and write trajectories with rewards."""
     from synth.rollout import rollout as run_rollout
 
-    settings = settings_from(model=model, base_url=base_url, temperature=temperature, max_cost=max_cost)
+    if settings.model is None:
+        raise InputError("no model: pass --model provider/model, the agent to roll out (e.g. openai/gpt-4.1-mini)")
     s = run_rollout(dir, settings, out, tasks=tasks, concurrency=concurrency, max_turns=max_turns, window=window,
-                    split=split, trusted=trusted)
+                    split=split.value if split else None, trusted=trusted)
     for skipped in s.skipped_envs:
         typer.echo(f"skipped {skipped}", err=True)
-    typer.echo(f"{out}: {s.written} written ({s.passed} passed, {s.failed} failed), {s.skipped} already done, "
-               f"mean reward {s.mean_reward:.3f}; tokens {s.usage.get('prompt_tokens', 0)} in "
+    scored = len(s.rewards)  # episodes that ended with a reward; errored ones have none
+    mean = f"mean reward {s.mean_reward:.3f} over {scored}" if scored else "no reward (no episode was scored)"
+    typer.echo(f"{out}: {s.written} written ({s.passed} passed, {scored - s.passed} not passed, {s.failed} errored), "
+               f"{s.skipped} already done, {mean}; tokens {s.usage.get('prompt_tokens', 0)} in "
                f"{s.usage.get('completion_tokens', 0)} out")
+    if s.written + s.skipped == 0 and not s.stopped:
+        typer.echo(f"no task to run: no env under {dir} has tasks" + (f" in split {split.value!r}" if split else ""),
+                   err=True)
     if s.window_out is not None:
         typer.echo(f"{s.window_out}: {s.window_samples} windowed samples (W={window})")
     if s.stopped:
         typer.echo(f"stopped early: {s.stopped}", err=True)
+    if s.failed:
+        typer.echo(f"{s.failed} episode(s) errored (their error is in {out}); rerun the same command to retry them",
+                   err=True)
+        raise typer.Exit(1)
 
 
 class ExportFormat(str, Enum):
@@ -117,6 +153,10 @@ def export_cmd(
     """Export for a trainer: SFT rows, verl parquet + agent loop, a verifiers package, or AWM files."""
     from synth.export import export
 
+    if format is ExportFormat.sft and out.is_dir():
+        raise InputError(f"--out {out} is a folder; sft writes one JSONL file, pass a file path")
+    if format is not ExportFormat.sft and out.exists() and not out.is_dir():
+        raise InputError(f"--out {out} is a file; {format.value} writes a folder, pass a folder path")
     report = export(format.value, dir, out, include_failed=include_failed, arguments=arguments.value,
                     server_url=server_url, name=name, max_turns=max_turns, source=source.value,
                     include_rejected=include_rejected, tokenizer=tokenizer, max_prompt_length=max_prompt_length,

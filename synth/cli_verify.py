@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from synth.cli import app, settings_from
+from synth.cli import app
+from synth.cli_settings import settings_options
+from synth.config import Settings
 from synth.errors import SynthError
 
 
@@ -36,34 +38,99 @@ def _table(env_id: str, status: str, gates: list, console: Console) -> None:
     console.print(table)
 
 
-@app.command()
-def check(
-    env_dirs: list[Path] = typer.Argument(..., help="env folders, or folders holding env folders"),
-) -> None:
-    """Replay every quality gate and tests.jsonl with no model; exit 0 only if every env is verified."""
+def failed_gate_lines(gates: list) -> list[str]:
+    """One line per distinct failure: gates failing with the same evidence (an env that does not
+    load fails every executing gate alike) share a line."""
+    groups: dict[str, list[str]] = {}
+    for gate in gates:
+        if not gate.passed:
+            evidence = "; ".join(gate.evidence[:3]) + (f" (+{len(gate.evidence) - 3} more)"
+                                                       if len(gate.evidence) > 3 else "")
+            groups.setdefault(evidence or "no evidence recorded", []).append(gate.name)
+    return [f"FAIL {', '.join(names)}: {evidence}" for evidence, names in groups.items()]
+
+
+def _previous_status(env_dir: Path) -> str | None:
+    import json
+
+    try:
+        return json.loads((env_dir / "env.json").read_text(encoding="utf-8")).get("status")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _check_one(env_dir: Path, settings: Settings, pool: object) -> dict:
     from synth.verify import check_env
 
-    console = Console()
-    results = [check_env(d, settings=settings_from()) for d in _env_dirs(env_dirs)]
-    for result in results:
-        _table(result.env_id, result.status, result.gates, console)
-    verified = sum(r.verified for r in results)
-    typer.echo(f"{verified}/{len(results)} env(s) verified")
+    before = _previous_status(env_dir)
+    try:
+        result = check_env(env_dir, settings=settings, pool=pool)
+    except Exception as exc:  # noqa: BLE001 - one broken env is reported; the others are still checked
+        why = str(exc) if isinstance(exc, SynthError) else f"{type(exc).__name__}: {exc}"
+        return {"env_id": env_dir.name, "path": str(env_dir), "status": "error", "previous_status": before,
+                "changed": False, "error": " ".join(why.split())[:500], "gates": []}
+    return {"env_id": result.env_id, "path": result.path, "status": result.status, "previous_status": before,
+            "changed": before != result.status, "error": None,
+            "gates": [g.model_dump(mode="json") for g in result.gates], "failures": failed_gate_lines(result.gates)}
+
+
+@app.command()
+@settings_options("check_pass_rate", "tool_timeout")
+def check(
+    settings: Settings,
+    env_dirs: list[Path] = typer.Argument(..., help="env folders, or folders holding env folders"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON, one object per env"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="only envs that are not verified, and the total"),
+) -> None:
+    """Replay every quality gate and tests.jsonl with no model; records each env's status in env.json.
+
+    Exit 0 if every env is verified, 1 if any is not (each one is reported), 2 for a usage error."""
+    from synth.runtime.sandbox import SandboxPool
+
+    dirs = _env_dirs(env_dirs)
+    pool = SandboxPool(workers=2, call_timeout=settings.tool_timeout)
+    try:
+        results = []
+        for env_dir in dirs:
+            results.append(_check_one(env_dir, settings, pool))
+            if not as_json:
+                _print_check(results[-1], quiet)
+    finally:
+        pool.close()
+    verified = sum(r["status"] == "verified" for r in results)
+    if as_json:
+        typer.echo(json.dumps({"verified": verified, "envs": results}, indent=2))
+    else:
+        typer.echo(f"{verified}/{len(results)} env(s) verified")
     raise typer.Exit(0 if verified == len(results) else 1)
 
 
+def _print_check(r: dict, quiet: bool) -> None:
+    ok = r["status"] == "verified"
+    if quiet and ok and not r["changed"]:
+        return
+    passed = sum(g["passed"] for g in r["gates"])
+    counts = f" ({passed}/{len(r['gates'])} gates)" if r["gates"] else ""
+    name = r["env_id"] if Path(r["path"]).name == r["env_id"] else f"{r['env_id']} in {r['path']}"
+    typer.echo(f"{'ok  ' if ok else 'FAIL'} {name}: {r['status']}{counts}")
+    if r["error"]:
+        typer.echo(f"     could not be checked: {r['error']}")
+    for line in r.get("failures", []):
+        typer.echo(f"     {line}")
+    if r["changed"] and r["status"] != "error":
+        typer.echo(f"     status changed: {r['previous_status']} -> {r['status']} (env.json and report.json updated)")
+
+
 @app.command()
+@settings_options("model", "verify")
 def verify(
+    settings: Settings,
     env_dirs: list[Path] = typer.Argument(..., help="built env folders, or folders holding them"),
-    model: Optional[str] = typer.Option(None, "--model", "-m", help="provider/model (or SYNTH_MODEL / synth.toml)"),
-    base_url: Optional[str] = typer.Option(None, "--base-url", help="OpenAI-compatible server URL"),
-    max_cost: Optional[float] = typer.Option(None, "--max-cost", help="USD budget for this command"),
 ) -> None:
     """Gold solutions, verifiers and the check loop on built envs; exit 0 only if every env ends verified."""
     from synth.llm import Gateway
     from synth.verify import verify_env
 
-    settings = settings_from(model=model, base_url=base_url, max_cost=max_cost)
     dirs = _env_dirs(env_dirs)
     gateway = Gateway(settings)
     console = Console()

@@ -12,7 +12,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from synth.errors import SynthError
 
@@ -30,8 +30,8 @@ class Settings(BaseModel):
     # model gateway
     model: str | None = Field(None, description="provider/model, e.g. openai/gpt-4.1-mini")
     base_url: str | None = Field(None, description="OpenAI-compatible server URL (vLLM, SGLang, Ollama)")
-    temperature: float = 0.7
-    max_tokens: int = 8192
+    temperature: float = Field(0.7, description="sampling temperature of every model call")
+    max_tokens: int = Field(8192, ge=1, description="output cap of one model answer, in tokens")
     concurrency: int = Field(8, ge=1, description="max requests in flight per provider")
     timeout: float = Field(120.0, gt=0, description="seconds per model request")
     max_attempts: int = Field(6, ge=1, description="attempts per request on retryable errors")
@@ -40,25 +40,37 @@ class Settings(BaseModel):
     repair_turns: int = Field(2, ge=0, description="turns that feed a validation error back to the model")
     max_cost: float | None = Field(None, ge=0, description="USD budget; no new call starts once reached")
     prices_file: Path | None = Field(None, description="JSON price table overriding the bundled one")
-    cache_dir: Path = Field(Path("generated/.cache"), description="where the model-call cache lives")
-    no_cache: bool = False
+    cache_dir: Path = Field(Path("generated/.cache"),
+                            description="model-call and embedding cache folder")
+    no_cache: bool = Field(False, description="neither read nor write the model-call cache")
     replay_file: Path | None = Field(None, description="recorded responses for the replay provider")
 
     # runs
     out: Path = Field(Path("generated"), description="output folder (envs/, runs/)")
-    run_id: str | None = None
+    run_id: str | None = Field(None, description="name the run (default: derived from the command's inputs)")
+    build_attempts_per_env: float = Field(
+        3.0, ge=1, description="`synth run -n N` builds at most N x this many scenarios before it stops short")
 
     # scenarios
     dedup_threshold: float = Field(0.64, gt=0, le=1, description="cosine similarity of a duplicate (see docs/dedup.md)")
     dedup_borderline: float = Field(0.09, ge=0, description="band below the threshold: quota / judge decide")
-    max_stall_rounds: int = Field(3, ge=1)
+    max_stall_rounds: int = Field(3, ge=1, description="rounds in a row without a new scenario before a seed "
+                                  "counts as exhausted")
 
     # build / verify
     parallel_envs: int = Field(4, ge=1, description="scenarios built and verified at the same time")
-    build_repair_rounds: int = Field(3, ge=0)
-    check_rounds: int = Field(3, ge=1)
-    check_pass_rate: float = Field(0.95, ge=0, le=1)
+    build_repair_rounds: int = Field(3, ge=0, description="repair rounds per build stage fed with concrete errors")
+    check_rounds: int = Field(3, ge=1, description="test / judge / repair rounds of the check loop")
+    check_pass_rate: float = Field(0.95, ge=0, le=1, description="share of check-loop tests that must pass")
     tool_timeout: float = Field(5.0, gt=0, description="wall-clock seconds per sandboxed tool call")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _cache_follows_out(cls, data: Any) -> Any:
+        """Unless set, the cache lives in the output folder: `--out /x` leaves ./generated alone."""
+        if isinstance(data, dict) and data.get("cache_dir") is None:
+            data = {**data, "cache_dir": Path(data.get("out") or cls.model_fields["out"].default) / ".cache"}
+        return data
 
     def public_dict(self) -> dict[str, Any]:
         """JSON-able dict without secrets (there are none on the object by design)."""
@@ -83,9 +95,22 @@ def load_settings(
     environ: dict[str, str] | None = None,
 ) -> Settings:
     """Resolve settings from all sources. CLI values of None mean 'not given'."""
+    return resolve_settings(cli, cwd=cwd, environ=environ)[0]
+
+
+def resolve_settings(
+    cli: dict[str, Any] | None = None,
+    *,
+    cwd: Path | None = None,
+    environ: dict[str, str] | None = None,
+    flag_names: dict[str, str] | None = None,
+) -> tuple[Settings, dict[str, str]]:
+    """Settings and, per field, where its value came from: default, synth.toml, SYNTH_X or the flag
+    (named by `flag_names`, else --field-name)."""
     cwd = cwd or Path.cwd()
     environ = os.environ if environ is None else environ
     merged: dict[str, Any] = {}
+    sources = {field: "default" for field in Settings.model_fields}
 
     toml_path = cwd / CONFIG_FILE
     if toml_path.exists():
@@ -96,17 +121,25 @@ def load_settings(
         data = data.get("synth", data)
         unknown = sorted(set(data) - set(Settings.model_fields))
         if unknown:
-            raise ConfigError(f"{toml_path}: unknown key(s) {', '.join(unknown)}; see `synth --help` for settings")
+            raise ConfigError(f"{toml_path}: unknown key(s) {', '.join(unknown)}; `synth config` lists the "
+                              "settings keys")
         merged.update(data)
+        sources.update({key: CONFIG_FILE for key in data})
 
     for field in Settings.model_fields:
         key = ENV_PREFIX + field.upper()
         if key in environ:
             merged[field] = _coerce(field, environ[key])
+            sources[field] = key
 
-    merged.update({k: v for k, v in (cli or {}).items() if v is not None})
+    given = {k: v for k, v in (cli or {}).items() if v is not None}
+    merged.update(given)
+    names = flag_names or {}
+    sources.update({key: "flag " + names.get(key, "--" + key.replace("_", "-")) for key in given})
+    if sources["cache_dir"] == "default" and sources["out"] != "default":
+        sources["cache_dir"] = "default (<out>/.cache)"
     try:
-        return Settings(**merged)
+        return Settings(**merged), sources
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"])

@@ -7,6 +7,8 @@ folders (DIR/*/ with env.json).
 
 from __future__ import annotations
 
+import ast
+from collections.abc import Iterable
 from pathlib import Path
 
 from synth.errors import InputError
@@ -30,3 +32,36 @@ def find_env_dirs(root: Path | str) -> list[Path]:
         raise InputError(f"no env folders in {base}: expected {base}/envs/<env_id>/env.json or "
                          f"{base}/<env_id>/env.json; build envs first with `synth build`")
     return found
+
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def static_problems(root: Path | str, tools: Iterable[str], verifiers: Iterable[str]) -> list[str]:
+    """Why an env folder's code or database could not load, found without running anything:
+    a missing or non-SQLite database, a syntax error in tools.py / verifiers.py, or a tool or
+    verifier the folder names but its code does not define."""
+    root = Path(root)
+    problems = []
+    db = root / "db" / "initial.sqlite"
+    try:
+        with db.open("rb") as fh:
+            if fh.read(len(SQLITE_HEADER)) != SQLITE_HEADER:
+                problems.append("db/initial.sqlite is not a SQLite database")
+    except OSError:
+        problems.append("db/initial.sqlite is missing")
+    for name, wanted in (("tools.py", tools), ("verifiers.py", verifiers)):
+        try:
+            tree = ast.parse((root / name).read_text(encoding="utf-8"))
+        except OSError:
+            problems.append(f"{name} is missing")
+            continue
+        except (SyntaxError, ValueError) as exc:
+            where = f" line {exc.lineno}" if getattr(exc, "lineno", None) else ""
+            problems.append(f"{name}{where}: syntax error: {getattr(exc, 'msg', exc)}")
+            continue
+        defined = {node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        missing = sorted({w for w in wanted if w and w not in defined})
+        if missing:
+            problems.append(f"{name} does not define {', '.join(missing[:5])}" + (" …" if len(missing) > 5 else ""))
+    return problems

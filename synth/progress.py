@@ -1,7 +1,9 @@
 """Progress of a run: rich bars on a terminal, plain lines otherwise.
 
-The pipeline only calls `stage(name, total)`, `started(stage)`,
-`finished(stage, ok)` and `note(text)`; how it is shown is decided here.
+The pipeline only calls `stage(name, total)`, `count(stage, done=, total=)`,
+`started(stage)`, `finished(stage, ok)` and `note(text)`; how it is shown is
+decided here. The usage source must not need anything the run closes at its
+end (the display refreshes once more when it closes).
 """
 
 from __future__ import annotations
@@ -33,6 +35,12 @@ class Progress:
         self.stages.setdefault(name, StageCount()).total = total
         self.refresh()
 
+    def count(self, stage: str, *, done: int, total: int) -> None:
+        """Set a stage's counts outright (a stage that reports a result, not items one by one)."""
+        c = self.stages.setdefault(stage, StageCount())
+        c.done, c.total = done, total
+        self.refresh(event=(stage, True))
+
     def started(self, stage: str) -> None:
         self.stages.setdefault(stage, StageCount()).in_flight += 1
         self.refresh()
@@ -57,7 +65,7 @@ class Progress:
         elapsed = time.monotonic() - self.started_at
         return (f"calls {u.get('calls', 0)} ({u.get('cached', 0)} cached)  "
                 f"tokens {u.get('prompt_tokens', 0) + u.get('completion_tokens', 0):,}  "
-                f"cost ${u.get('cost', 0.0):.4f}  elapsed {elapsed:,.0f}s")
+                f"${u.get('cost', 0.0):.4f}  {elapsed:,.0f}s")
 
     def close(self) -> None:
         pass
@@ -83,17 +91,23 @@ class LineProgress(Progress):
 
 @dataclass
 class RichProgress(Progress):  # @dataclass again: only then does __init__ call __post_init__
-    """A bar per stage with done / failed / in-flight, and a usage line."""
+    """A bar per stage with done / failed / in flight, and the model usage on a line below."""
 
     def __post_init__(self) -> None:
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress as Bars, TextColumn
+        from rich.text import Text
+
+        class WithFooter(Bars):
+            def get_renderables(inner):  # noqa: N805 - the bars, then the usage line
+                yield inner.make_tasks_table(inner.tasks)
+                yield Text(f"model     {self.usage_line()}")
 
         self.console = Console(stderr=True)
-        self.bars = Bars(TextColumn("{task.description:<10}"), BarColumn(), MofNCompleteColumn(),
-                         TextColumn("{task.fields[detail]}"), console=self.console, transient=False)
+        # Fits 80 columns: name, a short bar, done/total, then failed / running.
+        self.bars = WithFooter(TextColumn("{task.description:<9}"), BarColumn(bar_width=20), MofNCompleteColumn(),
+                               TextColumn("{task.fields[detail]}"), console=self.console, transient=False)
         self.ids: dict[str, Any] = {}
-        self.usage_id = self.bars.add_task("model", total=None, detail="", start=False)
         self.bars.start()
 
     def note(self, text: str) -> None:
@@ -104,8 +118,8 @@ class RichProgress(Progress):  # @dataclass again: only then does __init__ call 
             if name not in self.ids:
                 self.ids[name] = self.bars.add_task(name, total=c.total or None, detail="")
             self.bars.update(self.ids[name], total=c.total or None, completed=c.done + c.failed,
-                             detail=f"failed {c.failed}  in flight {c.in_flight}")
-        self.bars.update(self.usage_id, detail=self.usage_line())
+                             detail=f"failed {c.failed}  running {c.in_flight}")
+        self.bars.refresh()
 
     def close(self) -> None:
         self.refresh()

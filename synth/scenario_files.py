@@ -15,6 +15,7 @@ from typing import Any
 
 from synth.artifacts import Scenario
 from synth.errors import InputError
+from synth.store import file_mode
 
 SCENARIO_FIELDS = ("name", "description", "category", "seed")
 REQUIRED_FIELDS = ("name", "description")
@@ -98,6 +99,7 @@ def write_jsonl(path: Path | str, rows: Iterable[dict[str, Any]]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, file_mode(path))  # mkstemp's 0600 would make the file private
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             for row in rows:
                 fh.write(json.dumps(row, ensure_ascii=False) + "\n")

@@ -337,8 +337,9 @@ class ScenariosRun:
 def run_scenarios(seeds_file: Path, n: int, out: Path, settings: Settings) -> ScenariosRun:
     """`synth scenarios`: generate, then write OUT (one Scenario per line) and OUT's .rejected.jsonl.
 
-    The run store lives in <OUT's folder>/runs/<run id>; the same command
-    (same seeds, n, model, output and existing scenarios) resumes the same run.
+    The run store lives in <settings.out>/runs/<run id> (the output folder of every
+    command, generated/ by default), not next to OUT; the same command (same seeds,
+    n, model, output and existing scenarios) resumes the same run.
     """
     out = Path(out)
     seeds = load_seeds(seeds_file)
@@ -348,7 +349,7 @@ def run_scenarios(seeds_file: Path, n: int, out: Path, settings: Settings) -> Sc
         "command": "scenarios", "seeds": [s.model_dump() for s in seeds], "n": n, "model": settings.model,
         "out": str(out), "existing": taken,
     })
-    store = RunStore.open(out.parent, run_id)
+    store = RunStore.open(settings.out, run_id)
     try:
         store.write_config(settings.public_dict())
         gateway = Gateway(settings, recorder=store, spent_before=store.usage()["total"]["cost"])

@@ -53,7 +53,7 @@ def test_check_leaves_a_never_verified_build_built(tmp_path: Path) -> None:
     write_env(draft, env)
     result = CliRunner().invoke(app, ["check", str(env)])
     assert result.exit_code == 1 and "city_library: built" in result.output
-    assert "tool_contract │ FAIL" in result.output
+    assert "FAIL tool_contract: tool search_books: no test in tests.jsonl" in result.output
     manifest = json.loads((env / "env.json").read_text())
     assert manifest["status"] == "built" and "tool_contract" in manifest["failure_reason"]
 

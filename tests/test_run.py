@@ -35,6 +35,12 @@ def synth_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def with_ping(script: Script) -> Script:
+    """A script that also answers the model check `synth run` makes before any stage."""
+    return Script([Rule(stage="ping", replies=[Reply(json={"ok": True, "word": "pong"})], repeat_last=True),
+                   *script.rules])
+
+
 def run_args(server: FakeModelServer, out: Path, *extra: str) -> list[str]:
     return [sys.executable, "-m", "synth", "run", "--seeds", str(DEMO_SEEDS), "-n", "3",
             "--model", "openai/test-model", "--base-url", server.openai_base_url,
@@ -60,8 +66,8 @@ def body_key(request) -> str:
 
 
 def test_demo_without_api_key_gives_three_verified_envs(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "synth", "run", "--plain"], cwd=tmp_path, env=synth_env(),
-                         capture_output=True, text=True, timeout=600)
+    out = subprocess.run([sys.executable, "-m", "synth", "run", "--plain", "-n", "3"], cwd=tmp_path,
+                         env=synth_env(), capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stderr.count("running the offline demo") == 1
     assert set(verified_envs(tmp_path / "generated")) == ENV_IDS
@@ -87,7 +93,7 @@ def slow_classify(script: Script) -> Script:
 
 
 def test_sigkill_mid_scenarios_then_resume_matches_uninterrupted_run(tmp_path):
-    with FakeModelServer(load_recordings(DEMO_RECORDINGS)) as server:
+    with FakeModelServer(with_ping(load_recordings(DEMO_RECORDINGS))) as server:
         baseline = tmp_path / "baseline"
         done = subprocess.run(run_args(server, baseline), env=synth_env(), capture_output=True, text=True,
                               timeout=600)
@@ -96,7 +102,7 @@ def test_sigkill_mid_scenarios_then_resume_matches_uninterrupted_run(tmp_path):
     assert set(expected) == ENV_IDS
 
     out = tmp_path / "killed"
-    with FakeModelServer(slow_classify(load_recordings(DEMO_RECORDINGS))) as server:
+    with FakeModelServer(with_ping(slow_classify(load_recordings(DEMO_RECORDINGS)))) as server:
         proc = subprocess.Popen(run_args(server, out), env=synth_env(), stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL, start_new_session=True)
         deadline = time.monotonic() + 300
@@ -113,7 +119,8 @@ def test_sigkill_mid_scenarios_then_resume_matches_uninterrupted_run(tmp_path):
         assert rerun.returncode == 0, rerun.stderr[-2000:]
         after = server.requests[n_before:]
     assert verified_envs(out) == expected
-    repeated = [(r.stage, r.subject) for r in after if body_key(r) in finished_before]
+    # The model check before any stage is made on every start; no stage's finished request is repeated.
+    repeated = [(r.stage, r.subject) for r in after if body_key(r) in finished_before and r.stage != "ping"]
     assert repeated == [], f"requests finished before the kill were sent again: {repeated}"
 
 
@@ -144,12 +151,14 @@ def fill(node: dict, root: dict, salt: str):
 
 def test_nonsense_model_ends_cleanly_with_every_failure_reasoned(tmp_path):
     with FakeModelServer(Script([Rule(handler=nonsense)])) as server:
-        out = subprocess.run(run_args(server, tmp_path / "out"), env=synth_env(), capture_output=True, text=True,
-                             timeout=600)
+        out = subprocess.run(run_args(server, tmp_path / "out", "--build-attempts-per-env", "1"), env=synth_env(),
+                             capture_output=True, text=True, timeout=600)
     assert out.returncode == 1 and "Traceback" not in out.stderr
     assert "no env was verified" in out.stderr
+    # -n 3 with at most 1 build per wanted env: the run says it stopped at that cap, and how far it got.
+    assert "0 of 3 wanted verified env(s): stopped after building 3 scenario(s), the cap of" in out.stderr
     summary = json.loads(next((tmp_path / "out" / "runs").glob("*/summary.json")).read_text())
-    assert summary["funnel"]["verified"] == 0
+    assert summary["funnel"]["verified"] == 0 and summary["stop_reason"] == "attempt cap"
     assert summary["failures"], "failures must be listed with reasons"
     assert all(reason and info["count"] > 0 for reason, info in summary["failures"].items())
     assert all(e["reason"] for e in summary["envs"] if e["status"] != "verified")
@@ -158,10 +167,9 @@ def test_nonsense_model_ends_cleanly_with_every_failure_reasoned(tmp_path):
 def test_max_cost_stops_new_work_and_says_so(tmp_path):
     prices = tmp_path / "prices.json"
     prices.write_text(json.dumps({"openai/test-model": {"input": 1000.0, "output": 1000.0}}))
-    with FakeModelServer(load_recordings(DEMO_RECORDINGS)) as server:
-        out = subprocess.run(run_args(server, tmp_path / "out", "--max-cost", "5"),
-                             env=synth_env(SYNTH_PRICES_FILE=str(prices)), capture_output=True, text=True,
-                             timeout=600)
+    with FakeModelServer(with_ping(load_recordings(DEMO_RECORDINGS))) as server:
+        out = subprocess.run(run_args(server, tmp_path / "out", "--max-cost", "5", "--prices-file", str(prices)),
+                             env=synth_env(), capture_output=True, text=True, timeout=600)
         sent = len(server.requests)
     assert "Traceback" not in out.stderr
     assert "the budget of $5.00 was reached" in out.stderr
@@ -169,3 +177,19 @@ def test_max_cost_stops_new_work_and_says_so(tmp_path):
     assert summary["budget_stopped"] is True
     assert summary["funnel"]["verified"] < 3
     assert sent < 60  # the full demo needs about 156 calls: new work stopped early
+
+
+def test_a_failed_env_is_made_up_for_with_another_scenario_until_n_are_verified(tmp_path):
+    # The vet clinic's tasks stage is refused: its build fails, and -n 2 still ends with 2 verified
+    # because the run provisions one more scenario (the coworking space) from the observed yield.
+    refuse = Rule(stage="tasks", subject="riverside*", replies=[Reply(fault="400")], repeat_last=True)
+    with FakeModelServer(with_ping(Script([refuse, *load_recordings(DEMO_RECORDINGS).rules]))) as server:
+        args = [a if a != "3" else "2" for a in run_args(server, tmp_path / "out")]
+        out = subprocess.run(args, env=synth_env(), capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert set(verified_envs(tmp_path / "out")) == {"maple_street_public_library", "foundry_coworking"}
+    assert (tmp_path / "out" / "failed" / "riverside_veterinary_clinic" / "env.json").exists()
+    summary = json.loads(next((tmp_path / "out" / "runs").glob("*/summary.json")).read_text())
+    assert summary["stop_reason"] == "reached" and summary["funnel"]["verified"] == 2
+    assert [e["status"] for e in summary["envs"]] == ["failed", "verified", "verified"]
+    assert "2 of 2 wanted verified env(s): done" in out.stderr

@@ -286,12 +286,15 @@ def test_cli_writes_scenarios_and_rejections_and_dedups_against_the_output_folde
     out.parent.mkdir()
     earlier = dict(DRAFTS["library_circulation"], seed="public library")
     (out.parent / "scenarios_earlier.jsonl").write_text(json.dumps(earlier) + "\n")
+    fake_model.script.add("ping", "*", Reply(json={"ok": True, "word": "pong"}), repeat_last=True)
     args = ["scenarios", "--seeds", str(seeds), "-n", "4", "--model", "openai/test-model",
-            "--base-url", fake_model.openai_base_url, "--out", str(out), "--cache-dir", str(tmp_path / "cache")]
+            "--base-url", fake_model.openai_base_url, "--out", str(out), "--cache-dir", str(tmp_path / "cache"),
+            "--out-dir", str(tmp_path / "state")]
 
     run = CliRunner().invoke(app, args)
     assert run.exit_code == 0, run.output
-    assert run.output.splitlines()[0] == "candidates 6 / crud-able 5 / unique 4 / rejected 2"
+    assert run.stderr.startswith("model check: openai/test-model answers")  # checked before any stage
+    assert run.stdout.splitlines()[0] == "candidates 6 / crud-able 5 / unique 4 / rejected 2"
     kept = [Scenario.model_validate_json(line) for line in out.read_text().splitlines()]
     assert [s.name for s in kept] == [name(k) for k in ("vet_appointments", "vet_pharmacy", "library_rooms",
                                                           "library_ill")]
@@ -301,12 +304,13 @@ def test_cli_writes_scenarios_and_rejections_and_dedups_against_the_output_folde
     assert "live video feeds" in by_name[name("live_wildlife")]["reason"]
     assert by_name[name("library_circulation")]["stage"] == "dedup"
     assert by_name[name("library_circulation")]["nearest"] == name("library_circulation")
-    assert list((out.parent / "runs").iterdir())  # the run store lives next to the output
+    # The run's state goes to the output folder (--out-dir), not next to the scenarios file.
+    assert list((tmp_path / "state" / "runs").iterdir()) and not (out.parent / "runs").exists()
 
     before = len(fake_model.requests)
     rerun = CliRunner().invoke(app, args)  # same command: resumes, its own output is not "existing"
     assert rerun.exit_code == 0, rerun.output
-    assert len(fake_model.requests) == before
+    assert [r.stage for r in fake_model.requests[before:]] == ["ping"]  # only the model check
     assert [Scenario.model_validate_json(line) for line in out.read_text().splitlines()] == kept
 
 

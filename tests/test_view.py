@@ -335,7 +335,9 @@ def test_review_is_written_and_export_and_serve_skip_rejected(tmp_path, out: Pat
         return done.stdout, {json.loads(line)["name"] for line in lines}
 
     text, exported = export()
-    assert "skipped 1 env(s)" in text and exported == {LIBRARY, COWORK}
+    skipped = [line for line in text.splitlines() if line.startswith("skipped ")]
+    assert len(skipped) == 1 and VET in skipped[0] and "rejected in review.json" in skipped[0]
+    assert exported == {LIBRARY, COWORK}
     _, exported = export("--include-rejected")
     assert exported == {LIBRARY, VET, COWORK}
 

@@ -38,7 +38,7 @@ from synth.agent import system_prompt
 from synth.database import split_statements
 from synth.envfolder import VERIFIER_IMPORTS, read_env_draft
 from synth.export.awm_spec import api_spec, argument_examples, request_fields
-from synth.export.source import ExportEnv, load_envs
+from synth.export.source import ExportEnv, load_envs, skipped_note
 from synth.prompts import render_template
 from synth.store import write_atomic
 
@@ -164,6 +164,6 @@ def export_awm(root: Path | str, out: Path | str, *, include_rejected: bool = Fa
             n_tasks += 1
     for name, rows in lines.items():
         write_atomic(out / name, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
-    note = f"; skipped {len(skipped)} env(s)" if skipped else ""
+    note = skipped_note(skipped)
     return (f"awm: {len(envs)} scenario(s), {n_tasks} task(s) with verifiers in {out} (db_path relative: run awm "
             f"from {out.resolve().parent}){note}")

@@ -18,7 +18,7 @@ from pathlib import Path
 from synth import __version__
 from synth.agent import agent_messages
 from synth.errors import InputError
-from synth.export.source import load_envs
+from synth.export.source import load_envs, skipped_note
 from synth.prompts import render_template
 from synth.store import write_atomic
 
@@ -53,6 +53,6 @@ def export_verifiers(root: Path | str, out: Path | str, *, name: str = "synth-en
     write_atomic(package / "tasks.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
     write_atomic(out / "pyproject.toml", render_template("export", "verifiers/pyproject.toml.j2", **context))
     write_atomic(out / "README.md", render_template("export", "verifiers/README.md.j2", **context))
-    note = f"; skipped {len(skipped)} env(s)" if skipped else ""
+    note = skipped_note(skipped)
     return (f"verifiers: package {name} (module {module}) with {len(rows)} task(s) from {len(envs)} env(s) in {out}; "
             f"install it with `pip install {out}`{note}")

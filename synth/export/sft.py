@@ -74,8 +74,9 @@ def export_sft(src: Path | str, out: Path | str, *, include_failed: bool = False
         rows.append({"messages": messages, "tools": traj.tools, "env_id": traj.env_id, "task_id": traj.task_id,
                      "reward": traj.reward})
     if not rows:
-        raise InputError(f"no trajectory in {src} qualifies for SFT ({describe(skipped)}); "
-                         "pass --include-failed to keep trajectories that did not pass")
+        hint = ("" if include_failed or not skipped["not passed"]
+                else "; pass --include-failed to keep trajectories that did not pass")
+        raise InputError(f"no trajectory in {src} qualifies for SFT ({describe(skipped)}){hint}")
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(out, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))

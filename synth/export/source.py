@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from synth.agent import AgentContext
 from synth.artifacts import EnvManifest, Task, ToolSpec, Trajectory
-from synth.envdirs import find_env_dirs
+from synth.envdirs import find_env_dirs, static_problems
 from synth.errors import InputError
 from synth.review import rejection
 from synth.toolschema import check_portable_schema
@@ -60,6 +60,9 @@ def load_env(path: Path) -> ExportEnv:
         if problems:
             raise InputError(f"{path}/tools.json: tool {tool.name} is outside the portable schema subset "
                              f"({problems[0]}); rebuild the env")
+    broken = static_problems(path, [t.name for t in tools], [t.verifier for t in tasks])
+    if broken:  # a trainer would only find out when the env fails to load mid-run
+        raise InputError(f"{path}: its code cannot load ({'; '.join(broken)}); rebuild the env")
     return ExportEnv(path=path, manifest=manifest, tools=tools, tasks=tasks)
 
 
@@ -85,6 +88,11 @@ def load_envs(root: Path | str, *, include_failed: bool = False,
     if not envs:
         raise InputError(f"nothing to export under {root}: {'; '.join(skipped[:3]) or 'no envs'}")
     return envs, skipped
+
+
+def skipped_note(skipped: list[str]) -> str:
+    """The exporters' report lines for envs left out: which, and why."""
+    return "".join(f"\nskipped {reason}" for reason in skipped)
 
 
 def trajectory_files(src: Path | str) -> list[Path]:

@@ -28,7 +28,7 @@ from typing import Any
 from synth import __version__
 from synth.agent import agent_messages
 from synth.errors import InputError
-from synth.export.source import load_envs
+from synth.export.source import load_envs, skipped_note
 from synth.prompts import render_template
 from synth.store import write_atomic
 
@@ -137,7 +137,7 @@ def export_verl(root: Path | str, out: Path | str, *, server_url: str = "http://
     write_atomic(out / "agent_loop.yaml", render_template("export", "verl/agent_loop.yaml.j2", **context))
     write_atomic(out / "README.md", render_template("export", "verl/README.md.j2", **context))
     counts = ", ".join(f"{len(r)} {s}" for s, r in sorted(rows.items()))
-    note = f"; skipped {len(skipped)} env(s)" if skipped else ""
+    note = skipped_note(skipped)
     report = (f"verl: {counts} rows from {len(envs)} env(s), agent loop and config in {out}{note}; longest prompt "
               f"{longest} tokens ({measured}), README sets data.max_prompt_length={prompt_length}")
     if over:
