@@ -32,6 +32,7 @@ def build(
     concurrency: Optional[int] = typer.Option(None, "--concurrency", help="model requests and envs in flight"),
     max_cost: Optional[float] = typer.Option(None, "--max-cost", help="USD budget; no new call starts once spent"),
     cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="model-call cache folder"),
+    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="the model's output cap (default 8192)"),
 ) -> None:
     """Build an env folder per scenario: tasks, schema, data, tools, each validated by execution."""
     from synth.build import build_all, load_scenarios
@@ -39,7 +40,7 @@ def build(
     from synth.store import RunStore, derive_run_id
 
     settings = settings_from(model=model, base_url=base_url, out=out, concurrency=concurrency, max_cost=max_cost,
-                             cache_dir=cache_dir)
+                             cache_dir=cache_dir, max_tokens=max_tokens)
     items = load_scenarios(scenarios)
     digest = hashlib.sha256(scenarios.read_bytes()).hexdigest()
     run_id = settings.run_id or derive_run_id({"command": "build", "scenarios": digest, "model": settings.model})

@@ -37,6 +37,10 @@ def run(
     run_id: Optional[str] = typer.Option(None, "--run-id", help="name the run (default: derived from the inputs)"),
     cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="model-call cache folder"),
     plain: bool = typer.Option(False, "--plain", help="plain progress lines even on a terminal"),
+    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="the model's output cap (default 8192)"),
+    judge_model: Optional[str] = typer.Option(None, "--judge-model", help="model of the checking agent "
+                                              "(default: --model)"),
+    judge_base_url: Optional[str] = typer.Option(None, "--judge-base-url", help="server URL of --judge-model"),
 ) -> None:
     """Synthesize N verified environments from seeds. Rerun the same command to resume."""
     from synth.pipeline import run_pipeline
@@ -44,7 +48,8 @@ def run(
     from synth.seeds import bundled_seeds_path, load_seeds
 
     settings = settings_from(model=model, base_url=base_url, out=out, max_cost=max_cost, concurrency=concurrency,
-                             parallel_envs=parallel_envs, run_id=run_id, cache_dir=cache_dir)
+                             parallel_envs=parallel_envs, run_id=run_id, cache_dir=cache_dir, max_tokens=max_tokens,
+                             judge_model=judge_model, judge_base_url=judge_base_url)
     if settings.model is None:
         if os.environ.get("OPENAI_API_KEY") or os.environ.get("ANTHROPIC_API_KEY"):
             raise InputError("an API key is set but no model: pass --model provider/model (e.g. openai/gpt-4.1-mini)")

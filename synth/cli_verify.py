@@ -58,12 +58,17 @@ def verify(
     model: Optional[str] = typer.Option(None, "--model", "-m", help="provider/model (or SYNTH_MODEL / synth.toml)"),
     base_url: Optional[str] = typer.Option(None, "--base-url", help="OpenAI-compatible server URL"),
     max_cost: Optional[float] = typer.Option(None, "--max-cost", help="USD budget for this command"),
+    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="the model's output cap (default 8192)"),
+    judge_model: Optional[str] = typer.Option(None, "--judge-model", help="model of the checking agent "
+                                              "(default: --model)"),
+    judge_base_url: Optional[str] = typer.Option(None, "--judge-base-url", help="server URL of --judge-model"),
 ) -> None:
     """Gold solutions, verifiers and the check loop on built envs; exit 0 only if every env ends verified."""
     from synth.llm import Gateway
     from synth.verify import verify_env
 
-    settings = settings_from(model=model, base_url=base_url, max_cost=max_cost)
+    settings = settings_from(model=model, base_url=base_url, max_cost=max_cost, max_tokens=max_tokens,
+                             judge_model=judge_model, judge_base_url=judge_base_url)
     dirs = _env_dirs(env_dirs)
     gateway = Gateway(settings)
     console = Console()
