@@ -91,17 +91,19 @@ async def generate_until_valid(
     sample: int = 0,
     check: Callable[[T], list[str]] | None = None,
     repair_context: dict[str, Any] | None = None,
+    grow: bool = True,
 ) -> T:
     """Ask, validate by execution, and repair up to `rounds` times in one conversation.
 
     `check` runs inside the gateway (cheap shape checks, fixed by the gateway's
     own repair turns); `validate` is the execution check whose problems are fed
-    back here with `repair_prompt`. Raises StageFailed when rounds run out.
+    back here with `repair_prompt`. Raises StageFailed when rounds run out, and the
+    gateway's OutputTruncated when an answer is cut off (with `grow` False, at once).
     """
     convo = list(messages)
     while True:
         answer = await gateway.structured(answer_type, convo, stage=stage, subject=subject, check=check,
-                                          sample=sample)
+                                          sample=sample, grow=grow)
         report.rounds += 1
         found = validate(answer)
         problems = list(await found) if isinstance(found, Awaitable) else list(found)
