@@ -40,7 +40,8 @@ from synth.prompts import render_prompt
 from synth.replay import gold_problems
 from synth.runtime.codecheck import check_source
 from synth.runtime.schema_check import ArgumentError, ArgumentValidator
-from synth.stages.envcontext import base_context, tools_source
+from synth.stages.envcontext import (EnvContext, data_dump, foreign_neighbours, imports_line, tables_for_text,
+                                    tables_in_code, tools_source)
 from synth.stages.repair import clip, problem_list
 
 STAGE = "gold"
@@ -53,6 +54,7 @@ class GoldOutcome(BaseModel):
     repairs: int = 0
     problems: list[str] = Field(default_factory=list)  # of the last attempt
     error: str | None = None  # the model call itself failed
+    diagnosis: str = ""  # what the model said was wrong with the earlier attempt
 
 
 class GoldReport(BaseModel):
@@ -127,7 +129,23 @@ def execution_problems(draft: EnvDraft, db_bytes: bytes, task: Task, body: str, 
             env.close()
 
 
-async def _solve_task(draft: EnvDraft, db_bytes: bytes, task: Task, context: dict[str, Any], gateway: Gateway,
+def task_scope(draft: EnvDraft, db_bytes: bytes, task: Task) -> tuple[list[str], list[str]]:
+    """(tables whose rows the gold prompt shows, tools whose code it shows) for one task: the tables
+    the instruction names or quotes a value of, with their foreign-key neighbours, and the tools
+    whose SQL touches the tables it names (its earlier gold's tools too). Every other table and
+    tool is still listed, by name, columns and signature, in the shared context."""
+    names = [t.name for t in draft.tools]
+    direct = tables_for_text(db_bytes, task.instruction)
+    tables = sorted(foreign_neighbours(db_bytes, direct)) if direct else []
+    touched = set(direct) or set(tables)
+    tools = [n for n in names if touched and tables_in_code(draft.tool_bodies.get(n, ""), sorted(touched))]
+    tools += [c.tool for c in task.gold if c.tool in names and c.tool not in tools]
+    if not tables:  # nothing recognisable in the instruction: show everything
+        return [], names
+    return tables, [n for n in names if n in set(tools)]
+
+
+async def _solve_task(draft: EnvDraft, db_bytes: bytes, task: Task, context: EnvContext, gateway: Gateway,
                       rounds: int, feedback: list[str], pool: Any,
                       sample: int) -> tuple[Task, str | None, GoldOutcome]:
     outcome = GoldOutcome(task_id=task.task_id)
@@ -136,13 +154,17 @@ async def _solve_task(draft: EnvDraft, db_bytes: bytes, task: Task, context: dic
         previous = GoldAnswer(actions=[{"tool": c.tool, "arguments": c.arguments} for c in task.gold],
                               expected_answer=None if task.expected_answer is None else str(task.expected_answer),
                               verifier_body=draft.verifier_bodies[task.task_id]).model_dump_json(indent=1)
-    convo = render_prompt(STAGE, **context, task=task, previous=previous if feedback else None,
-                          feedback=problem_list(feedback))
+    tables, tools = task_scope(draft, db_bytes, task)
+    convo = context.messages(STAGE, task=task, previous=previous if feedback else None,
+                             feedback=problem_list(feedback), imports=imports_line(),
+                             data_dump=data_dump(db_bytes, tables or None),
+                             tools_src=tools_source(draft, tools), all_tools_shown=len(tools) == len(draft.tools))
     best_task, best_body = task, draft.verifier_bodies.get(task.task_id)
     while True:
         answer = await gateway.structured(GoldAnswer, convo, stage=STAGE, subject=subject(draft, task),
                                           check=lambda a: answer_problems(a, task, draft), sample=sample)
         outcome.rounds += 1
+        outcome.diagnosis = clip(answer.diagnosis, 500) if answer.diagnosis else outcome.diagnosis
         candidate, body = apply_answer(task, answer), normalize_body(answer.verifier_body)
         problems = await asyncio.to_thread(execution_problems, draft, db_bytes, candidate, body, pool)
         best_task, best_body, outcome.problems = candidate, body, problems
@@ -172,7 +194,7 @@ async def generate_gold(draft: EnvDraft, gateway: Gateway, settings: Settings, *
     if not wanted:
         return draft, report
     db_bytes = db_bytes if db_bytes is not None else build_database(draft.schema_sql, draft.data_sql)
-    context = {**base_context(draft, db_bytes), "tools_src": tools_source(draft)}
+    context = EnvContext.of(draft)
     results = await asyncio.gather(
         *(_solve_task(draft, db_bytes, t, context, gateway, settings.build_repair_rounds,
                       [clip(p) for p in feedback.get(t.task_id, [])], pool, sample) for t in wanted),
