@@ -357,6 +357,16 @@ class GoldAnswer(BaseModel):
     )
 
 
+class GoldTaskAnswer(GoldAnswer):
+    task_id: str = Field(description="The task's id, as given")
+
+
+class GoldBatch(BaseModel):
+    """Answer of the `gold` stage for several tasks at once."""
+
+    tasks: list[GoldTaskAnswer]
+
+
 class ToolTestDraft(BaseModel):
     purpose: str = Field(description="What the test checks, one sentence")
     setup: list[GoldAction] = Field(

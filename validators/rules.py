@@ -2,7 +2,8 @@
 
 - every invariant returns no rows on the initial database;
 - status transitions: for every status column with transition rules, each
-  state-changing tool that takes an id of that table is called on a seeded row
+  state-changing tool that names a row of that table (by its id, or by a unique
+  column such as a barcode in a tool named after the table) is called on a seeded row
   in each state the column has (a status-like parameter tried with every other
   value of the column). A call that moves the column along a change its rules
   do not allow, or that breaks an invariant, is a tool bug. The details list,
@@ -47,6 +48,32 @@ def _status_params(tool: ToolSpec, column: str) -> list[str]:
     return out
 
 
+def _unique_columns(conn: sqlite3.Connection, table: str) -> set[str]:
+    cols = set()
+    for index in conn.execute(f"PRAGMA index_list({_q(table)})").fetchall():
+        if index[2]:  # unique
+            names = [r[2] for r in conn.execute(f"PRAGMA index_info({_q(index[1])})").fetchall()]
+            if len(names) == 1 and names[0]:
+                cols.add(names[0].lower())
+    return cols
+
+
+def _row_params(conn: sqlite3.Connection, tool: ToolSpec, table: str, tables: list[str], pk: str) -> list[tuple[str,
+                                                                                                               str]]:
+    """(parameter, column) pairs by which `tool` names a row of `table`: an id of it (pet_id -> pets.id),
+    or, in a tool named after the table, a unique column of it (return_copy(barcode) -> copies.barcode)."""
+    params = schema_to_params(tool.parameters)
+    by_id = [(p.name, pk) for p in params if table in id_tables(tool.name, p.name, tables)]
+    if by_id:
+        return by_id
+    name = table.lower()
+    stem = name[:-3] + "y" if name.endswith("ies") else name.rstrip("s")
+    if stem not in tool.name.lower():
+        return []
+    unique = _unique_columns(conn, table)
+    return [(p.name, p.name) for p in params if p.type == "string" and p.name.lower() in unique]
+
+
 def _targets(conn: sqlite3.Connection, rule: Transition) -> list[Any]:
     values = check_values(conn, rule.table, rule.column) or []
     values += [s for s in rule.allowed if s not in values]
@@ -78,15 +105,16 @@ class _Probe:
             rows = [r[0] for r in conn.execute(f"SELECT {_q(pk)} FROM {_q(table)} WHERE {_q(rule.column)} = ? "
                                                f"ORDER BY rowid LIMIT {ROWS_PER_STATE}", (state,))]
             for tool in writes:
-                id_params = [p.name for p in schema_to_params(tool.parameters)
-                             if table in id_tables(tool.name, p.name, tables)]
-                if not id_params:
+                row_params = _row_params(conn, tool, table, tables, pk)
+                if not row_params:
                     continue
                 status_params = _status_params(tool, rule.column)
                 for row in rows:
+                    values = dict(conn.execute(f"SELECT * FROM {_q(table)} WHERE {_q(pk)} = ?", (row,)).fetchone())
+                    lowered = {k.lower(): v for k, v in values.items()}
                     for wanted in ([t for t in targets if t != state] if status_params else [None]):
                         args = plausible_arguments(conn, tool)
-                        args.update({p: row for p in id_params})
+                        args.update({p: lowered.get(column.lower()) for p, column in row_params})
                         if wanted is not None:
                             args.update({p: wanted for p in status_params})
                         self._call(tool, args, rule, label, table, pk, row, state, wanted)

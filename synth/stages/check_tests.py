@@ -36,6 +36,7 @@ from synth.toolschema import schema_to_params
 STAGE = "check_tests"
 MAX_TESTS = 5
 TOKENS_PER_TEST = 140  # output tokens of one drafted test
+TEST_ROWS = 12  # rows per table shown to the testing agent: enough real ids and values to test with
 
 
 def tool_cost(tool: ToolSpec) -> int:
@@ -75,7 +76,7 @@ class TestingAgent:
                   "params": json.dumps(t.parameters), "has_params": bool(schema_to_params(t.parameters))}
                  for t in batch]
         messages = self.context.messages(STAGE, tools=shown, max_tests=MAX_TESTS,
-                                         data_dump=data_dump(self.db_bytes, touched or None))
+                                         data_dump=data_dump(self.db_bytes, touched or None, rows=TEST_ROWS))
         answer = await self.gateway.structured(
             ToolTestBatch, messages, stage=STAGE, subject=f"{self.draft.env_id}/{'+'.join(t.name for t in batch)}",
             check=lambda a: self.problems(a, batch), grow=len(batch) == 1)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from synth.artifacts import ActingUser, Rules, Scenario, ToolSpec
-from synth.database import open_bytes, table_columns, user_tables
+from synth.database import open_bytes, split_statements, table_columns, user_tables
 from synth.envfolder import DEFAULT_TODAY, TOOL_IMPORTS, EnvDraft, render_tools_py
 from synth.prompts import render_prompt, render_template
 from synth.toolschema import PY_TYPES, schema_to_params
@@ -55,7 +55,7 @@ class EnvContext:
 
     def system(self) -> str:
         return render_template("prompts", "env_context.j2", scenario=self.scenario, today=long_date(self.today),
-                               acting_user=self.acting_user, schema_sql=self.schema_sql.strip(),
+                               acting_user=self.acting_user, schema_sql=tables_only(self.schema_sql),
                                transitions=transition_lines(self.rules), invariants=self.rules.invariants
                                if self.rules else [], tools=[tool_line(t) for t in self.tools]).strip()
 
@@ -67,12 +67,27 @@ class EnvContext:
         return [{"role": "system", "content": self.system()}, {"role": "user", "content": text}]
 
 
+def tables_only(schema_sql: str) -> str:
+    """The DDL without its CREATE INDEX statements (indexes change no answer a model gives)."""
+    kept = [st.strip().rstrip(";") + ";" for st in split_statements(schema_sql)
+            if not re.match(r"\s*CREATE\s+(UNIQUE\s+)?INDEX\b", st, re.I)]
+    return "\n".join(kept)
+
+
 def transition_lines(rules: Rules | None) -> list[str]:
     lines = []
     for rule in (rules.transitions if rules else []):
         moves = "; ".join(f"{state} -> {', '.join(nxt) if nxt else '(final)'}" for state, nxt in rule.allowed.items())
         lines.append(f"{rule.table}.{rule.column}: {moves}")
     return lines
+
+
+def first_sentence(text: str, limit: int = 160) -> str:
+    """The first sentence of a description (the shared context lists every tool; code shows the rest)."""
+    text = " ".join(text.split())
+    match = re.match(r"(.+?[.!?])(\s|$)", text)
+    head = match.group(1) if match else text
+    return head if len(head) <= limit else head[: limit - 3].rstrip() + "..."
 
 
 def tool_line(tool: ToolSpec) -> str:
@@ -82,7 +97,7 @@ def tool_line(tool: ToolSpec) -> str:
         enum = f" in {p.enum}" if p.enum else ""
         params.append(f"{p.name}{'' if p.required else '?'}: {kind}{enum}")
     mode = "read-only" if tool.read_only else "changes data"
-    return f"{tool.name}({', '.join(params)}) [{mode}]: {tool.description}"
+    return f"{tool.name}({', '.join(params)}) [{mode}]: {first_sentence(tool.description)}"
 
 
 # --------------------------------------------------------------------------- data shown to models
