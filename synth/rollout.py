@@ -54,9 +54,12 @@ class RolloutSummary:
         return sum(self.rewards) / len(self.rewards) if self.rewards else 0.0
 
 
-def agent_messages(title: str, scenario: str, instruction: str) -> list[dict[str, Any]]:
-    """The system prompt and task message every rollout (and every exported prompt) starts from."""
-    return render_prompt("rollout_agent", title=title, scenario=scenario.strip(), instruction=instruction)
+def agent_messages(title: str, scenario: str, instruction: str, *, today: str | None = None,
+                   acting_user: Any = None) -> list[dict[str, Any]]:
+    """The system prompt and task message every rollout (and every exported prompt) starts from;
+    with the env's current date and the signed-in user (env.json) when it has them."""
+    return render_prompt("rollout_agent", title=title, scenario=scenario.strip(), instruction=instruction,
+                         today=today, acting_user=acting_user)
 
 
 def window_samples(traj: Trajectory, window: int) -> list[WindowSample]:
@@ -123,7 +126,8 @@ class _Writer:
 
 async def _one(gateway: Any, env: Any, task: Any, max_turns: int) -> Trajectory:
     subject = f"{env.id}/{task.task_id}"
-    messages = agent_messages(env.manifest.title, env.manifest.scenario, task.instruction)
+    messages = agent_messages(env.manifest.title, env.manifest.scenario, task.instruction,
+                              today=env.manifest.today, acting_user=env.manifest.acting_user)
     started = time.monotonic()
     episode = await anyio.to_thread.run_sync(env.episode, task.task_id)
     run: AgentRun | None = None

@@ -36,7 +36,8 @@ def export_verifiers(root: Path | str, out: Path | str, *, name: str = "synth-en
     rows = []
     for env in envs:
         for task in sorted(env.tasks, key=lambda t: t.task_id):
-            system, user = agent_messages(env.manifest.title, env.manifest.scenario, task.instruction)
+            system, user = agent_messages(env.manifest.title, env.manifest.scenario, task.instruction,
+                                          today=env.manifest.today, acting_user=env.manifest.acting_user)
             rows.append({"env_id": env.id, "task_id": task.task_id, "split": task.split,
                          "instruction": user["content"], "system_prompt": system["content"]})
     if not rows:

@@ -38,7 +38,8 @@ def verl_rows(envs: list[Any]) -> dict[str, list[dict[str, Any]]]:
             truth = {"env_id": env.id, "task_id": task.task_id, "expected_answer": task.expected_answer}
             split_rows.append({
                 "data_source": DATA_SOURCE_PREFIX + env.id,
-                "prompt": agent_messages(env.manifest.title, env.manifest.scenario, task.instruction),
+                "prompt": agent_messages(env.manifest.title, env.manifest.scenario, task.instruction,
+                                         today=env.manifest.today, acting_user=env.manifest.acting_user),
                 "ability": "tool_use",
                 "agent_name": AGENT_NAME,
                 "reward_model": {"style": "rule", "ground_truth": json.dumps(truth, ensure_ascii=False, default=str)},
