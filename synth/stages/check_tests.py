@@ -46,6 +46,8 @@ def tool_cost(tool: ToolSpec) -> int:
 class TestingAgent:
     """Writes tests for tools, in batches that fit the output budget."""
 
+    __test__ = False  # not a pytest test class, whatever its name
+
     def __init__(self, draft: EnvDraft, db_bytes: bytes, gateway: Gateway, tables: list[str]):
         self.draft, self.db_bytes, self.gateway, self.tables = draft, db_bytes, gateway, tables
         self.context = EnvContext.of(draft)

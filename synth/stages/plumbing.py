@@ -28,9 +28,11 @@ CREDENTIALS = frozenset({"password", "passwords", "passcode", "passcodes", "pass
 DEVICES = frozenset({"wifi", "fi", "network", "door", "gate", "locker", "safe", "alarm", "router", "lock", "keypad",
                      "room", "garage", "mailbox", "guest", "building", "entry", "lockbox"})
 SESSIONISH = frozenset({"session", "sessions", "token", "tokens", "auth"})
-# Qualifiers that keep such a word about logins ("user_session", "access_token").
-PLUMBING_QUALIFIERS = frozenset({"user", "users", "login", "auth", "access", "refresh", "api", "current", "my", "web",
-                                 "browser", "account", "bearer", "jwt", "oauth", "id", "new", "active", "the"})
+# Qualifiers that make such a word about logins ("user_session", "access_token")...
+LOGIN_QUALIFIERS = frozenset({"user", "users", "login", "auth", "access", "refresh", "api", "web", "browser",
+                              "account", "bearer", "jwt", "oauth"})
+# ...and ones that leave it unqualified ("current_session" is a login session unless the schema says otherwise).
+PLUMBING_QUALIFIERS = LOGIN_QUALIFIERS | {"current", "my", "id", "new", "active", "the"}
 AUTH_FOLLOWERS = frozenset({"token", "tokens", "code", "codes", "key", "keys", "session", "sessions", "header",
                             "credentials", "user", "status"})
 PLUMBING_ACCOUNT_QUALIFIERS = frozenset({"user", "login", "online", "portal", "web", "website", "app", "my"})
@@ -79,6 +81,9 @@ def tool_plumbing(name: str, tables: dict[str, Iterable[str]] | None = None) -> 
             qualified = before and before not in PLUMBING_QUALIFIERS and i > 1
             if not qualified and (not after or after in AUTH_FOLLOWERS):
                 return "'auth' here means authentication"
+        if tok in ("session", "sessions", "token", "tokens") and before in LOGIN_QUALIFIERS \
+                and f"{before}_{_singular(tok)}" not in domain:
+            return f"a {before} {_singular(tok)} is a login {_singular(tok)}"
         if tok in ("session", "sessions", "token", "tokens") and _singular(tok) not in domain:
             # "course_session" names a class; "session_attendees" names attendees of one.
             qualified = (i > 1 and before not in PLUMBING_QUALIFIERS) or (
