@@ -13,7 +13,7 @@ import pytest
 from pydantic import BaseModel
 
 from fake_server import FakeModelServer
-from synth.artifacts import Rules, Scenario, Task, ToolSpec
+from synth.artifacts import Rules, Scenario, ToolParam, ToolSpec
 from synth.config import Settings
 from synth.database import open_bytes, table_counts
 from synth.llm import Gateway
@@ -27,7 +27,6 @@ from synth.stages.repair import StageReport
 from synth.stages.tool_code import generate_tool_code, tool_draft
 from synth.store import RunStore
 from synth.toolschema import params_to_schema
-from synth.artifacts import ToolParam
 
 
 class Answer(BaseModel):

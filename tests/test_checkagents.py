@@ -62,7 +62,7 @@ def test_quotas_are_conditional_with_a_reason(tmp_path):
     assert tester.problems(batch, [tools["return_book"]]) == []
     bad_setup = [{**tool_tests("return_book")[0], "setup": [{"tool": "lend_book", "arguments": {}}]}]
     batch = ToolTestBatch.model_validate({"tools": [{"tool": "return_book", "tests": bad_setup}]})
-    assert any("setup call 1 uses unknown tool 'lend_book'" in p
+    assert any("setup call 1: unknown tool 'lend_book'" in p
                for p in tester.problems(batch, [tools["return_book"]]))
 
 

@@ -12,16 +12,15 @@ import pytest
 
 import buildkit as bk
 from envkit import TOOL_BODIES, make_library_env
-from synth.artifacts import Invariant, Rules, SchemaAnswer, Task, ToolCall, ToolSpecAnswer, Transition
+from synth.artifacts import Invariant, Rules, SchemaAnswer, Task, ToolCall, ToolSpecAnswer
 from synth.config import Settings
-from synth.database import build_database
+from synth.database import build_database, open_bytes
 from synth.envfolder import EnvDraft, read_env_draft, read_rules, write_env
 from synth.errors import InputError
 from synth.llm import Gateway
 from synth.llm.script import Reply
 from synth.rules import (InvariantError, check_invariants, illegal_transitions, run_query, status_columns,
                          transition_problems)
-from synth.database import open_bytes
 from synth.runtime import Env
 from synth.runtime.sandbox import SandboxPool
 from synth.stages.data import generate_data

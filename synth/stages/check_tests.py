@@ -30,6 +30,7 @@ from synth.llm.budgets import halves, pack, planned_tokens
 from synth.llm.errors import OutputTruncated
 from synth.replay import BUG_KINDS, observe_call
 from synth.runtime.schema_check import ArgumentError, ArgumentValidator
+from synth.stages.calls import call_problems
 from synth.stages.envcontext import EnvContext, data_dump, tables_in_code, tool_source
 from synth.toolschema import schema_to_params
 
@@ -107,15 +108,7 @@ class TestingAgent:
                 validator(test.arguments)
             except ArgumentError as exc:
                 problems.append(f"test {i}: {exc}")
-            for j, step in enumerate(test.setup, 1):
-                spec = tools.get(step.tool)
-                if spec is None:
-                    problems.append(f"test {i}: setup call {j} uses unknown tool {step.tool!r}")
-                    continue
-                try:
-                    ArgumentValidator(spec.name, spec.parameters)(step.arguments)
-                except ArgumentError as exc:
-                    problems.append(f"test {i}: setup call {j}: {exc}")
+            problems += [f"test {i}: {p}" for _, p in call_problems(test.setup, tools, "setup call")]
             unknown = sorted(set(test.changed_tables) - set(self.tables))
             if unknown:
                 problems.append(f"test {i}: changed_tables names unknown tables {unknown}")

@@ -27,11 +27,10 @@ from dataclasses import dataclass, field
 from synth.artifacts import ActingUser, DataAnswer, DataFixAnswer, Invariant, Rules, Scenario, Task
 from synth.database import DatabaseError, build_database, open_bytes, run_script, split_statements, table_counts
 from synth.llm import Gateway
-from synth.llm.budgets import halves, pack, planned_tokens
-from synth.llm.errors import OutputTruncated
+from synth.llm.budgets import pack, planned_tokens
 from synth.rules import check_invariants
 from synth.stages.envcontext import EnvContext, data_dump, tables_in_code
-from synth.stages.repair import StageFailed, StageReport, clip, generate_until_valid, problem_list
+from synth.stages.repair import StageFailed, StageReport, clip, generate_until_valid, in_pieces, problem_list
 from synth.stages.schema import strip_sql_comments
 
 STAGE = "data"
@@ -179,21 +178,8 @@ class DataStage:
 
     async def run(self) -> DataResult:
         limit = planned_tokens(STAGE, self.gateway.settings.max_tokens)
-        queue = pack(self.order, {t: table_cost(self.columns[t]) for t in self.order}, limit)
-        done: list[list[str]] = []
-        while queue:
-            group = queue.pop(0)
-            try:
-                await self._fill(group, single=not done and not queue)
-            except OutputTruncated as exc:
-                if len(group) == 1:
-                    raise StageFailed(STAGE, [f"the rows of table {group[0]} do not fit one answer: {exc}"],
-                                      self.report) from exc
-                self.report.notes.append(clip(f"the answer for tables {', '.join(group)} was cut off at the output "
-                                              "cap; asked again in two halves"))
-                queue[:0] = halves(group)
-                continue
-            done.append(group)
+        groups = pack(self.order, {t: table_cost(self.columns[t]) for t in self.order}, limit)
+        done = await in_pieces(groups, self._fill, stage=STAGE, report=self.report, what="table rows")
         self.report.details["groups"] = done
         db_bytes = await self._hold_invariants()
         self.report.notes += [clip(n) for n in sparse_tables(db_bytes)]
@@ -206,7 +192,7 @@ class DataStage:
     def _subject(self, group: list[str], single: bool) -> str:
         return self.scenario.env_id if single else f"{self.scenario.env_id}/{'+'.join(group)}"
 
-    async def _fill(self, group: list[str], *, single: bool) -> None:
+    async def _fill(self, group: list[str], single: bool) -> None:
         earlier = sorted({p for t in group for p in self.parents[t] if p not in group and p.lower() in self.rows},
                          key=self.order.index)
         before = self.data_sql

@@ -42,7 +42,7 @@ from synth.llm import BudgetExceeded, Gateway, ModelError
 from synth.prompts import render_prompt
 from synth.replay import gold_problems
 from synth.runtime.codecheck import check_source
-from synth.runtime.schema_check import ArgumentError, ArgumentValidator
+from synth.stages.calls import call_problems
 from synth.llm.budgets import halves, pack, planned_tokens
 from synth.llm.errors import OutputTruncated
 from synth.stages.envcontext import EnvContext
@@ -79,16 +79,10 @@ def answer_problems(answer: GoldAnswer, task: Task, draft: EnvDraft) -> list[str
     problems = []
     if not answer.actions:
         problems.append("actions is empty: give the tool calls that solve the task")
+    problems += [p for _, p in call_problems(answer.actions, tools, "action")]
     for i, action in enumerate(answer.actions, 1):
         tool = tools.get(action.tool)
-        if tool is None:
-            problems.append(f"action {i}: unknown tool {action.tool!r}; use a name from the tool list")
-            continue
-        try:
-            ArgumentValidator(tool.name, tool.parameters)(action.arguments)
-        except ArgumentError as exc:
-            problems.append(f"action {i}: {exc}")
-        if task.kind == "read" and not tool.read_only:
+        if task.kind == "read" and tool is not None and not tool.read_only:
             problems.append(f"action {i}: {tool.name} changes state, but this is a read task")
     if task.kind == "write" and answer.actions and not any(
             a.tool in tools and not tools[a.tool].read_only for a in answer.actions):

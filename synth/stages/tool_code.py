@@ -23,10 +23,9 @@ from typing import Any
 from synth.artifacts import Scenario, Task, ToolCodeAnswer, ToolSpec
 from synth.envfolder import TOOL_IMPORTS, EnvDraft, normalize_body
 from synth.llm import Gateway
-from synth.llm.budgets import halves, pack, planned_tokens
-from synth.llm.errors import OutputTruncated
+from synth.llm.budgets import pack, planned_tokens
 from synth.stages.envcontext import EnvContext, sample_rows
-from synth.stages.repair import StageFailed, StageReport, clip
+from synth.stages.repair import StageFailed, StageReport, clip, in_pieces
 from synth.stages.tool_probe import probe_tools
 from synth.toolschema import PY_TYPES, schema_to_params
 
@@ -90,36 +89,24 @@ class ToolCodeStage:
             if function.name in asked or (function.name in self.tools and function.name not in self.bodies):
                 self.bodies[function.name] = normalize_body(function.body)
 
-    async def _in_batches(self, names: list[str], ask: Any, *, skip_done: bool) -> None:
-        """Ask for `names` in batches that fit the output budget; a cut-off batch is split in two.
-        With `skip_done`, tools that got a body from an earlier reply are not asked for again."""
+    def _batches(self, names: list[str]) -> list[list[str]]:
         limit = planned_tokens(STAGE, self.gateway.settings.max_tokens)
-        queue = pack(names, {n: body_tokens(self.tools[n]) for n in names}, limit)
-        while queue:
-            batch = [n for n in queue.pop(0) if not (skip_done and n in self.bodies)]
-            if not batch:
-                continue
-            try:
-                await ask(batch)
-            except OutputTruncated as exc:
-                if len(batch) == 1:
-                    raise StageFailed(STAGE, [f"the body of {batch[0]} does not fit one answer: {exc}"],
-                                      self.report) from exc
-                self.report.notes.append(clip(f"the answer for {len(batch)} tools was cut off at the output cap; "
-                                              "asked again in two halves"))
-                queue[:0] = halves(batch)
+        return pack(names, {n: body_tokens(self.tools[n]) for n in names}, limit)
 
-    async def _new_batch(self, batch: list[str]) -> None:
-        await self._ask("tool_code", batch, tools=[describe(self.tools[n]) for n in batch])
+    async def _new_batch(self, batch: list[str], whole: bool = False) -> None:
+        batch = [n for n in batch if n not in self.bodies]  # an earlier reply may have brought them
+        if batch:
+            await self._ask("tool_code", batch, tools=[describe(self.tools[n]) for n in batch])
 
     _failures: dict[str, str] = {}
 
-    async def _repair_batch(self, batch: list[str]) -> None:
+    async def _repair_batch(self, batch: list[str], whole: bool = False) -> None:
         failing = [describe(self.tools[n], self.bodies.get(n, ""), clip(self._failures[n], 2500)) for n in batch]
         await self._ask("tool_code_repair", batch, failing=failing)
 
     async def run(self) -> dict[str, str]:
-        await self._in_batches([n for n in self.tools if n not in self.bodies], self._new_batch, skip_done=True)
+        missing = [n for n in self.tools if n not in self.bodies]
+        await in_pieces(self._batches(missing), self._new_batch, stage=STAGE, report=self.report, what="tool bodies")
         while True:
             self.report.rounds += 1
             draft = self.draft.model_copy(update={"tool_bodies": dict(self.bodies)})
@@ -134,7 +121,8 @@ class ToolCodeStage:
                 raise StageFailed(STAGE, problems, self.report)
             self.report.repairs += 1
             self._failures = failures
-            await self._in_batches(list(failures), self._repair_batch, skip_done=False)
+            await in_pieces(self._batches(list(failures)), self._repair_batch, stage=STAGE, report=self.report,
+                            what="tool bodies")
 
 
 async def generate_tool_code(

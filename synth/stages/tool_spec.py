@@ -16,15 +16,14 @@ from __future__ import annotations
 
 import sqlite3
 
-from synth.artifacts import TOOL_NAME_RE, Scenario, Task, ToolSpec, ToolSpecAnswer, ToolSpecDraft
+from synth.artifacts import TOOL_NAME_RE, Task, ToolSpec, ToolSpecAnswer, ToolSpecDraft
 from synth.database import run_script, table_columns, user_tables
 from synth.envfolder import RESERVED_NAMES
 from synth.llm import Gateway
-from synth.llm.budgets import halves, pack, planned_tokens
-from synth.llm.errors import OutputTruncated
+from synth.llm.budgets import pack, planned_tokens
 from synth.stages.envcontext import EnvContext
 from synth.stages.plumbing import tool_plumbing
-from synth.stages.repair import StageFailed, StageReport
+from synth.stages.repair import StageFailed, StageReport, in_pieces
 from synth.toolschema import check_portable_schema, params_to_schema
 
 STAGE = "tool_spec"
@@ -124,30 +123,20 @@ async def generate_tool_spec(
     tables = schema_tables(context.schema_sql)
     order = order or list(tables)
     limit = planned_tokens(STAGE, gateway.settings.max_tokens)
-    queue = pack(order, {t: TOOLS_PER_TABLE_TOKENS for t in order}, limit)
     drafts: list[ToolSpecDraft] = []
-    first = True
-    while queue:
-        group = queue.pop(0)
-        whole = first and not queue
+
+    async def design(group: list[str], whole: bool) -> None:
         existing = [d.name for d in drafts]
         messages = context.messages("tool_spec", tasks=tasks, min_tools=MIN_TOOLS, group=None if whole else group,
                                     existing=[f"{d.name}: {d.description}" for d in drafts])
-        try:
-            answer = await gateway.structured(
-                ToolSpecAnswer, messages, stage=STAGE, subject=env_id if whole else f"{env_id}/{'+'.join(group)}",
-                check=report.counting(lambda a: spec_problems(a, tables, existing=existing, whole=whole)),
-                sample=sample, grow=whole)
-        except OutputTruncated as exc:
-            if len(group) == 1:
-                raise StageFailed(STAGE, [f"the tools of table {group[0]} do not fit one answer: {exc}"],
-                                  report) from exc
-            report.notes.append(f"the tool list for {', '.join(group)} was cut off; asked again in two halves")
-            queue[:0] = halves(group)
-            first = False
-            continue
-        first = False
-        drafts += answer.tools
+        answer = await gateway.structured(
+            ToolSpecAnswer, messages, stage=STAGE, subject=env_id if whole else f"{env_id}/{'+'.join(group)}",
+            check=report.counting(lambda a: spec_problems(a, tables, existing=existing, whole=whole)),
+            sample=sample, grow=whole)
+        drafts.extend(answer.tools)
+
+    await in_pieces(pack(order, {t: TOOLS_PER_TABLE_TOKENS for t in order}, limit), design, stage=STAGE,
+                    report=report, what="tools of tables")
     problems = spec_problems(ToolSpecAnswer(tools=drafts), tables)
     if problems:
         raise StageFailed(STAGE, problems, report)
