@@ -242,9 +242,10 @@ class DataStage:
                 conn.close()
         if row is None:
             return [f"acting_user_id {answer.acting_user_id!r}: {table} has no row with that id"]
-        name = " ".join(answer.acting_user_name.split()).lower()
+        # Every word of the name (titles such as "Dr." aside) appears in the row's text.
+        words = [w for w in re.findall(r"[^\W\d_]+", answer.acting_user_name.lower()) if len(w) > 2]
         text = " ".join(str(v) for v in dict(row).values() if isinstance(v, str)).lower()
-        if not all(part in text for part in name.split()):
+        if not words or not all(w in text for w in words):
             return [f"acting_user_name {answer.acting_user_name!r} does not match {table} row "
                     f"{answer.acting_user_id!r} ({dict(row)})"]
         self.acting_user = ActingUser(table=table, id=answer.acting_user_id, name=answer.acting_user_name.strip(),
