@@ -113,16 +113,88 @@ class Task(BaseModel):
 # --------------------------------------------------------------------------- database
 
 
+class Invariant(BaseModel):
+    """A rule the data must always obey, as a query that returns the rows breaking it."""
+
+    name: str = Field(description="snake_case name, e.g. invoice_total_matches_lines")
+    description: str = Field(description="The rule in one sentence")
+    sql: str = Field(description="One SQLite SELECT that returns the rows breaking the rule (none when it holds)")
+
+
+class Transition(BaseModel):
+    """One line of rules.json "transitions": which status changes a column allows."""
+
+    table: str
+    column: str
+    allowed: dict[str, list[str]]  # from state -> states it may change to
+
+
+class Rules(BaseModel):
+    """rules.json: data invariants and status transitions (see the README's folder contract)."""
+
+    invariants: list[Invariant] = Field(default_factory=list)
+    transitions: list[Transition] = Field(default_factory=list)
+
+
+class StateChanges(BaseModel):
+    state: str = Field(description="A value of the status column")
+    next: list[str] = Field(description="The values it may change to ([] if it is final)")
+
+
+class TransitionDraft(BaseModel):
+    table: str
+    column: str = Field(description="The status column")
+    allowed: list[StateChanges] = Field(description="For every value of the column, the values it may change to")
+
+
 class SchemaAnswer(BaseModel):
     """Answer of the `schema` stage."""
 
     ddl: str = Field(description="SQLite DDL: CREATE TABLE / CREATE INDEX statements only")
+    acting_user_table: str | None = Field(
+        default=None, description="The table holding the people who use the application (staff or customers), "
+        "one of whom is the signed-in user the agent acts for; null only if the application has no users")
+    acting_user_role: str = Field(default="", description="That user's role, e.g. 'front-desk receptionist'")
+    transitions: list[TransitionDraft] = Field(
+        default_factory=list, description="For every status column, the status changes the application allows")
+    invariants: list[Invariant] = Field(
+        default_factory=list, description="Rules the data must always obey across rows and tables")
+
+
+class ActingUser(BaseModel):
+    """env.json "acting_user": the staff or customer record the agent acts for."""
+
+    table: str
+    id: int | str
+    name: str
+    role: str = ""
 
 
 class DataAnswer(BaseModel):
-    """Answer of the `data` stage."""
+    """Answer of the `data` stage (one group of tables)."""
 
     inserts: str = Field(description="SQLite INSERT statements only, parents before children")
+    acting_user_id: int | str | None = Field(
+        default=None, description="Only when asked: the id of the row of the signed-in user")
+    acting_user_name: str | None = Field(default=None, description="Only when asked: that user's name")
+
+
+class TableRows(BaseModel):
+    table: str
+    inserts: str = Field(description="Every INSERT of this table, replacing all its earlier rows")
+
+
+class RevisedInvariant(Invariant):
+    reason: str = Field(description="Why the rule as written was wrong")
+
+
+class DataFixAnswer(BaseModel):
+    """Answer of the `data_fix` step: the data broke invariants."""
+
+    diagnosis: str = Field(description="What was inconsistent, one or two sentences")
+    tables: list[TableRows] = Field(default_factory=list, description="Tables whose rows are rewritten")
+    revised_invariants: list[RevisedInvariant] = Field(
+        default_factory=list, description="Only for a rule that was itself wrong: its corrected version")
 
 
 # --------------------------------------------------------------------------- tools
@@ -228,6 +300,8 @@ class EnvManifest(BaseModel):
     report: dict[str, Any] = Field(default_factory=dict)
     failure_reason: str | None = None
     volatile_columns: list[str] = Field(default_factory=list)  # "table.column" ignored by db comparison
+    today: str | None = None  # the env's fixed current date, YYYY-MM-DD (None in folders made before it)
+    acting_user: ActingUser | None = None  # who the agent acts for (None: nobody in particular, or older folder)
 
 
 # --------------------------------------------------------------------------- scenarios: expansion, classification, model-judged dedup
@@ -270,6 +344,7 @@ class GoldAction(BaseModel):
 class GoldAnswer(BaseModel):
     """Answer of the `gold` stage: how one task is solved and how its outcome is checked."""
 
+    diagnosis: str = Field(default="", description="When fixing an earlier attempt: what was wrong with it")
     actions: list[GoldAction] = Field(description="The tool calls that solve the task, in order")
     expected_answer: str | None = Field(
         default=None,
@@ -282,8 +357,21 @@ class GoldAnswer(BaseModel):
     )
 
 
+class GoldTaskAnswer(GoldAnswer):
+    task_id: str = Field(description="The task's id, as given")
+
+
+class GoldBatch(BaseModel):
+    """Answer of the `gold` stage for several tasks at once."""
+
+    tasks: list[GoldTaskAnswer]
+
+
 class ToolTestDraft(BaseModel):
     purpose: str = Field(description="What the test checks, one sentence")
+    setup: list[GoldAction] = Field(
+        default_factory=list, description="Calls made first (any tools) to reach the state the test needs; "
+        "[] when the initial data is enough")
     arguments: dict[str, Any] = Field(default_factory=dict, description="Arguments object for one call of the tool")
     expect: Literal["success", "error"] = Field(
         description="'success' if the call should work, 'error' if the tool should refuse it with a ToolError"
@@ -297,26 +385,42 @@ class ToolTestDraft(BaseModel):
     )
 
 
-class ToolTestBatch(BaseModel):
-    """Answer of the `check_tests` stage (the testing agent) for one tool."""
-
+class ToolTestSet(BaseModel):
+    tool: str = Field(description="The tool under test")
     tests: list[ToolTestDraft]
+    no_refusal_path: str = Field(
+        default="", description="Only if no schema-valid arguments should make this tool refuse (e.g. a search "
+        "that returns an empty list): why. Otherwise leave empty and write a refusal test")
+    no_success_path: str = Field(
+        default="", description="Only if no call can succeed from this data, even after setup calls: why. "
+        "Otherwise leave empty and write a success test")
 
 
-Verdict = Literal["pass", "warning", "fail"]
+class ToolTestBatch(BaseModel):
+    """Answer of the `check_tests` stage (the testing agent) for a batch of tools."""
+
+    tools: list[ToolTestSet]
+
+
+# What a test's recorded verdict says. "warning" is only read from folders made before
+# the judge had to choose between the tool and the test's expectation.
+Verdict = Literal["pass", "test_wrong", "warning", "fail"]
+JudgeVerdict = Literal["pass", "test_wrong", "fail"]
+PASSING_VERDICTS = frozenset({"pass", "test_wrong", "warning"})  # the tool is not blamed
 
 
 class CaseVerdict(BaseModel):
     test_id: str = Field(description="The id of the judged test, as given")
-    verdict: Verdict = Field(
-        description="pass: the tool behaved correctly; warning: correct but with a minor flaw (or the "
-        "test's expectation was wrong); fail: the tool has a bug"
+    verdict: JudgeVerdict = Field(
+        description="pass: the tool behaved correctly and as the test expected; test_wrong: the tool behaved "
+        "correctly but the test's expectation was wrong; fail: the tool is wrong (any flaw in its result, "
+        "refusal or database change, minor ones included)"
     )
     reason: str = Field(description="One or two sentences: what happened and why it is right or wrong")
 
 
 class ToolJudgement(BaseModel):
-    """Answer of the `check_judge` stage (the checking agent) for one tool's tests."""
+    """Answer of the `check_judge` stage (the checking agent) for a batch of tools' tests."""
 
     verdicts: list[CaseVerdict]
 
@@ -342,11 +446,12 @@ class Observation(BaseModel):
     """What one test call did on a fresh episode (volatile columns stripped from the diff)."""
 
     ok: bool
-    kind: str  # "ok", "tool_error", or the runtime's bug kind (exception, timeout, ...)
+    kind: str  # "ok", "tool_error", "setup_failed", or the runtime's bug kind (exception, timeout, ...)
     result: Any = None  # the tool's result (a clipped preview when it is large)
     result_sha256: str | None = None  # of the full result's canonical JSON, for replay comparison
     error: str | None = None
-    diff: dict[str, Any] = Field(default_factory=dict)
+    diff: dict[str, Any] = Field(default_factory=dict)  # from the state after the setup calls
+    broken: list[str] = Field(default_factory=list)  # invariants of rules.json the call broke
 
 
 class ToolTest(BaseModel):
@@ -354,12 +459,25 @@ class ToolTest(BaseModel):
 
     test_id: str
     tool: str
+    setup: list[ToolCall] = Field(default_factory=list)  # calls made first, on the same episode
     arguments: dict[str, Any] = Field(default_factory=dict)
     purpose: str = ""
     expectation: Expectation
     observed: Observation | None = None
     verdict: Verdict | None = None
     reason: str = ""
+
+
+class RepairRecord(BaseModel):
+    """One repair the check loop made (report.json check_loop.rounds[i].repairs)."""
+
+    kind: Literal["tool", "verifier"]
+    name: str  # tool name or task id
+    diagnosis: str = ""
+    before: str = ""  # the function's code before the repair
+    after: str = ""
+    evidence: list[str] = Field(default_factory=list)
+    tests: list[dict[str, Any]] = Field(default_factory=list)  # tests.jsonl records that failed
 
 
 class GateResult(BaseModel):

@@ -27,12 +27,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from synth.artifacts import Scenario, Task, ToolSpec
+from synth.artifacts import ActingUser, Rules, Scenario, Task, ToolSpec
 from synth.config import Settings
-from synth.envfolder import EnvDraft, EnvFolderError, write_env
+from synth.envfolder import DEFAULT_TODAY, EnvDraft, EnvFolderError, write_env
 from synth.errors import InputError, SynthError
 from synth.llm import BudgetExceeded, Gateway, StructuredOutputError
-from synth.stages.data import generate_data
+from synth.stages.data import generate_data, table_order
+from synth.stages.envcontext import EnvContext
 from synth.stages.repair import StageFailed, StageReport
 from synth.stages.schema import generate_schema
 from synth.stages.tasks import generate_tasks
@@ -96,24 +97,36 @@ class _Build:
         self.db_bytes: bytes | None = None
         self.tools: list[ToolSpec] = []
         self.bodies: dict[str, str] = {}
+        self.today = DEFAULT_TODAY
+        self.rules: Rules | None = None
+        self.acting_user: ActingUser | None = None
 
     async def run(self, pool: Any) -> None:
         gw, sc, rounds = self.gateway, self.scenario, self.settings.build_repair_rounds
         self.stage = "tasks"
         self.tasks = await generate_tasks(sc, gw, report=self.reports["tasks"], sample=self.sample)
         self.stage = "schema"
-        self.schema_sql = await generate_schema(sc, self.tasks, gw, rounds=rounds, report=self.reports["schema"],
-                                                sample=self.sample)
+        schema = await generate_schema(sc, self.tasks, gw, rounds=rounds, report=self.reports["schema"],
+                                       sample=self.sample, today=self.today)
+        self.schema_sql, self.rules = schema.ddl, schema.rules
         self.stage = "data"
-        self.data_sql, self.db_bytes = await generate_data(sc, self.tasks, self.schema_sql, gw, rounds=rounds,
-                                                           report=self.reports["data"], sample=self.sample)
+        data = await generate_data(sc, self.tasks, self.schema_sql, gw, rounds=rounds, report=self.reports["data"],
+                                   sample=self.sample, rules=schema.rules, today=self.today,
+                                   acting_table=schema.acting_table, acting_role=schema.acting_role)
+        self.data_sql, self.db_bytes, self.rules, self.acting_user = (data.data_sql, data.db_bytes, data.rules,
+                                                                      data.acting_user)
         self.stage = "tool_spec"
-        self.tools = await generate_tool_spec(sc, self.tasks, self.schema_sql, gw, report=self.reports["tool_spec"],
-                                              sample=self.sample)
+        context = EnvContext(scenario=sc, today=self.today, schema_sql=self.schema_sql, acting_user=self.acting_user,
+                             rules=self.rules)
+        self.tools = await generate_tool_spec(context, self.tasks, gw, report=self.reports["tool_spec"],
+                                              sample=self.sample, order=table_order(self.schema_sql)[0])
         self.stage = "tool_code"
-        draft = tool_draft(sc, self.tasks, self.schema_sql, self.data_sql, self.tools)
+        draft = tool_draft(sc, self.tasks, self.schema_sql, self.data_sql, self.tools, **self._env())
         await generate_tool_code(draft, self.db_bytes, gw, pool=pool, rounds=rounds, report=self.reports["tool_code"],
                                  sample=self.sample, bodies=self.bodies)
+
+    def _env(self) -> dict[str, Any]:
+        return {"today": self.today, "acting_user": self.acting_user, "rules": self.rules}
 
     def report(self, status: str, seconds: float, *, retry_fresh: bool = False) -> dict[str, Any]:
         return {
@@ -128,6 +141,7 @@ class _Build:
             schema_sql=self.schema_sql, data_sql=self.data_sql, tools=self.tools,
             tool_bodies={t.name: self.bodies[t.name] for t in self.tools if t.name in self.bodies},
             tasks=self.tasks, model=self.gateway.model, status=status, report=report, failure_reason=reason,
+            **self._env(),
         )
 
 

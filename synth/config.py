@@ -31,7 +31,7 @@ class Settings(BaseModel):
     model: str | None = Field(None, description="provider/model, e.g. openai/gpt-4.1-mini")
     base_url: str | None = Field(None, description="OpenAI-compatible server URL (vLLM, SGLang, Ollama)")
     temperature: float = Field(0.7, description="sampling temperature of every model call")
-    max_tokens: int = Field(8192, ge=1, description="output cap of one model answer, in tokens")
+    max_tokens: int = Field(8192, ge=256, description="the model's output cap, in tokens; stage budgets stay within it")
     concurrency: int = Field(8, ge=1, description="max requests in flight per provider")
     timeout: float = Field(120.0, gt=0, description="seconds per model request")
     max_attempts: int = Field(6, ge=1, description="attempts per request on retryable errors")
@@ -44,6 +44,8 @@ class Settings(BaseModel):
                             description="model-call and embedding cache folder")
     no_cache: bool = Field(False, description="neither read nor write the model-call cache")
     replay_file: Path | None = Field(None, description="recorded responses for the replay provider")
+    judge_model: str | None = Field(None, description="provider/model of the checking agent (default: --model)")
+    judge_base_url: str | None = Field(None, description="server URL of the judge model, when it is not the API's")
 
     # runs
     out: Path = Field(Path("generated"), description="output folder (envs/, runs/)")

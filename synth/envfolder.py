@@ -27,7 +27,7 @@ import jinja2
 from pydantic import BaseModel, Field
 
 from synth import __version__
-from synth.artifacts import EnvManifest, EnvStatus, Scenario, Task, ToolSpec
+from synth.artifacts import ActingUser, EnvManifest, EnvStatus, Rules, Scenario, Task, ToolSpec
 from synth.database import DatabaseError, build_database, db_sha256, open_bytes, table_columns, table_counts
 from synth.errors import InputError, SynthError
 from synth.runtime.codecheck import parse_source
@@ -54,6 +54,8 @@ RESERVED_NAMES = frozenset(
 IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 FILES = ("env.json", "scenario.md", "tools.py", "tools.json", "tasks.jsonl", "verifiers.py", "tests.jsonl",
          "report.json", "README.md", "db/schema.sql", "db/data.sql")
+RULES_FILE = "rules.json"  # optional: folders made before it have none
+DEFAULT_TODAY = "2025-06-02"  # the current date of envs that do not say otherwise
 
 
 class EnvFolderError(SynthError):
@@ -79,6 +81,9 @@ class EnvDraft(BaseModel):
     report: dict[str, Any] = Field(default_factory=dict)
     failure_reason: str | None = None
     volatile_columns: list[str] = Field(default_factory=list)  # "table.column" that vary run to run
+    today: str = DEFAULT_TODAY  # the env's fixed current date (YYYY-MM-DD): tools never read the clock
+    acting_user: ActingUser | None = None  # the staff or customer record the agent acts for
+    rules: Rules | None = None  # rules.json; None for folders made before it
 
 
 # --------------------------------------------------------------------------- rendering
@@ -236,6 +241,7 @@ def render_files(draft: EnvDraft, db_bytes: bytes | None = None) -> dict[str, st
         scenario=draft.scenario.description, pipeline_version=__version__, model=draft.model, counts=counts,
         status=draft.status, initial_db_sha256=db_sha256(db_bytes) if db_bytes is not None else "",
         report=_report_summary(draft.report), failure_reason=draft.failure_reason,
+        today=draft.today, acting_user=draft.acting_user,
     )
     env_json = {**manifest.model_dump(mode="json"), "volatile_columns": draft.volatile_columns}
     out: dict[str, str | bytes] = {
@@ -251,6 +257,8 @@ def render_files(draft: EnvDraft, db_bytes: bytes | None = None) -> dict[str, st
         "report.json": _json(draft.report),
         "README.md": _render_readme(draft, db_bytes),
     }
+    if draft.rules is not None:
+        out[RULES_FILE] = _json(draft.rules.model_dump(mode="json"))
     if db_bytes is not None:
         out["db/initial.sqlite"] = db_bytes
     return out
@@ -356,4 +364,17 @@ def read_env_draft(path: Path | str) -> EnvDraft:
         tests=[json.loads(line) for line in text("tests.jsonl").splitlines() if line.strip()],
         model=manifest.model, status=manifest.status, report=json.loads(text("report.json")),
         failure_reason=manifest.failure_reason, volatile_columns=env.get("volatile_columns", []),
+        today=manifest.today or DEFAULT_TODAY, acting_user=manifest.acting_user, rules=read_rules(root),
     )
+
+
+def read_rules(root: Path | str) -> Rules | None:
+    """rules.json of an env folder, None when the folder has none; a malformed file is an InputError."""
+    path = Path(root) / RULES_FILE
+    if not path.is_file():
+        return None
+    try:
+        return Rules.model_validate_json(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise InputError(f"{path}: not a valid rules file ({str(exc).splitlines()[0]}); fix it or rebuild the env") \
+            from exc

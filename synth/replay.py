@@ -15,12 +15,13 @@ import sqlite3
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from synth.artifacts import Observation, Reward, Task, ToolCall
+from synth.artifacts import Observation, Reward, Rules, Task, ToolCall
 from synth.database import open_bytes, user_tables
 from synth.errors import SynthError
+from synth.rules import rules_after_call
 from synth.runtime.schema_check import ArgumentError
 
-MAX_RESULT_CHARS = 2000  # a larger tool result is kept as a clipped preview plus its digest
+MAX_RESULT_CHARS = 2000  # a larger tool result is kept as a preview (cut by items) plus its digest
 BUG_KINDS = frozenset({"exception", "timeout", "bad_return", "missing", "violation", "crash", "killed", "internal"})
 
 
@@ -193,8 +194,35 @@ def gold_problems(env: Any, task: Task) -> list[str]:
 # --------------------------------------------------------------------------- single test calls
 
 
-def observe_call(env: Any, tool: str, arguments: dict[str, Any], volatile: Iterable[str] = ()) -> Observation:
-    """Run one call on a fresh episode (no task) and record what it did."""
+def preview(value: Any, limit: int = MAX_RESULT_CHARS) -> Any:
+    """`value` small enough to show: long lists keep their first items and end with a note of how
+    many were left out; long strings are shortened with a note. Always valid JSON, never cut mid-value."""
+    if len(canonical(value)) <= limit:
+        return value
+    if isinstance(value, list):
+        kept: list[Any] = []
+        for item in value:
+            shown = preview(item, limit // 2)
+            if len(canonical(kept + [shown])) > limit - 60 and kept:
+                break
+            kept.append(shown)
+        return kept + [f"... {len(value) - len(kept)} more items not shown (of {len(value)})"]
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        share = max(80, limit // max(1, len(value)))
+        for key, item in value.items():
+            out[key] = preview(item, share)
+        return out
+    if isinstance(value, str):
+        return value[: max(40, limit - 60)] + f"... ({len(value)} characters in all)"
+    return value
+
+
+def observe_call(env: Any, tool: str, arguments: dict[str, Any], volatile: Iterable[str] = (), *,
+                 setup: list[ToolCall] | None = None, rules: Rules | None = None) -> Observation:
+    """Run `setup` then one call on a fresh episode (no task) and record what the call did:
+    its result or refusal, the database change from the state after setup, and the rules of
+    rules.json it broke (invariants that stopped holding, illegal status changes)."""
     validator = env.validators.get(tool)
     if validator is None:
         return Observation(ok=False, kind="unknown_tool", error=f"unknown tool {tool!r}")
@@ -203,8 +231,19 @@ def observe_call(env: Any, tool: str, arguments: dict[str, Any], volatile: Itera
     except ArgumentError as exc:
         return Observation(ok=False, kind="bad_arguments", error=str(exc))
     with env.episode() as episode:
+        for i, call in enumerate(setup or [], 1):
+            done = episode.call(call.tool, call.arguments)
+            if not done.get("ok"):
+                return Observation(ok=False, kind="setup_failed",
+                                   error=f"setup call {i} {call.tool}({canonical(call.arguments)}) failed: "
+                                         f"{done.get('error')}")
+        try:
+            before = episode.snapshot() if setup else env.initial_db
+        except SynthError as exc:
+            return Observation(ok=False, kind="setup_failed", error=f"the setup calls killed the episode: {exc}")
+        seen = len(episode.bugs)
         observation = episode.call(tool, arguments)
-        bug = episode.bugs[-1] if episode.bugs else None
+        bug = episode.bugs[-1] if len(episode.bugs) > seen else None
         try:
             after = episode.snapshot()
         except SynthError:
@@ -215,12 +254,14 @@ def observe_call(env: Any, tool: str, arguments: dict[str, Any], volatile: Itera
         kind = "ok" if observation.get("ok") else "tool_error"
     result = observation.get("result") if observation.get("ok") else None
     text = canonical(result)
+    broken = rules_after_call(before, after, rules) if after is not None and observation.get("ok") else []
     return Observation(
         ok=bool(observation.get("ok")), kind=kind,
-        result=result if len(text) <= MAX_RESULT_CHARS else text[:MAX_RESULT_CHARS] + "...",
+        result=preview(result),
         result_sha256=hashlib.sha256(text.encode()).hexdigest() if observation.get("ok") else None,
         error=None if observation.get("ok") else str(observation.get("error")),
-        diff=state_diff(env.initial_db, after, volatile) if after is not None else {},
+        diff=state_diff(before, after, volatile) if after is not None else {},
+        broken=broken,
     )
 
 
@@ -235,6 +276,8 @@ def observation_mismatch(recorded: Observation, replayed: Observation, *, compar
     if canonical(recorded.diff) != canonical(replayed.diff):
         return (f"recorded database change {canonical(diff_summary(recorded.diff))}, "
                 f"now {canonical(diff_summary(replayed.diff))}")
+    if replayed.broken and not recorded.broken:
+        return f"it now breaks the rules: {'; '.join(replayed.broken)[:300]}"
     if compare_result and recorded.ok and recorded.result_sha256 != replayed.result_sha256:
         return "the result differs from the recorded one"
     return None

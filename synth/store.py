@@ -108,7 +108,12 @@ def m002_calls(db: sqlite_utils.Database) -> None:
     db["calls"].create_index(["stage"])
 
 
-MIGRATIONS = [m001_items, m002_calls]
+def m003_cached_tokens(db: sqlite_utils.Database) -> None:
+    """Prompt tokens the provider served from its prompt cache (priced at the cached rate)."""
+    db["calls"].add_column("cached_tokens", int, not_null_default=0)
+
+
+MIGRATIONS = [m001_items, m002_calls, m003_cached_tokens]
 
 
 class RunStore:
@@ -205,15 +210,16 @@ class RunStore:
         """Totals over the run's model calls, overall and per stage."""
         with self._store.lock:
             rows = self._store.db.execute(
-                "select stage, count(*), sum(cached), sum(prompt_tokens), sum(completion_tokens), sum(cost) "
-                "from calls where status != 'error' group by stage"
+                "select stage, count(*), sum(cached), sum(prompt_tokens), sum(completion_tokens), sum(cost), "
+                "sum(cached_tokens) from calls where status != 'error' group by stage"
             ).fetchall()
         stages = {
-            s: {"calls": n, "cached": c or 0, "prompt_tokens": p or 0, "completion_tokens": o or 0, "cost": k or 0.0}
-            for s, n, c, p, o, k in rows
+            s: {"calls": n, "cached": c or 0, "prompt_tokens": p or 0, "completion_tokens": o or 0, "cost": k or 0.0,
+                "cached_tokens": ct or 0}
+            for s, n, c, p, o, k, ct in rows
         }
         total = {key: sum(v[key] for v in stages.values()) for key in
-                 ("calls", "cached", "prompt_tokens", "completion_tokens", "cost")}
+                 ("calls", "cached", "prompt_tokens", "completion_tokens", "cost", "cached_tokens")}
         return {"total": total, "stages": stages}
 
     def close(self) -> None:

@@ -172,7 +172,7 @@ async def _verify(draft: EnvDraft, root: Path, gateway: Gateway, settings: Setti
 
     result = VerifyResult(env_id=draft.env_id, path=str(root), status="built")
     usage = gateway.usage.total
-    usage_before = usage.cost, usage.prompt_tokens, usage.completion_tokens
+    usage_before = usage.cost, usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens
     draft.status, draft.failure_reason = "built", None  # until this run decides
     try:
         try:
@@ -191,12 +191,13 @@ async def _verify(draft: EnvDraft, root: Path, gateway: Gateway, settings: Setti
     draft = loop.draft
     draft.report["check_loop"] = {
         "passed": loop.passed, "pass_rate": loop.pass_rate, "rounds": [r.model_dump(mode="json") for r in loop.rounds],
-        "reasons": loop.reasons,
+        "reasons": loop.reasons, "judge_model": loop.judge_model, "generator_model": gateway.model,
     }
     draft.report["verify_usage"] = {  # approximate when several envs share the gateway at once
         "cost": round(usage.cost - usage_before[0], 6),
         "prompt_tokens": usage.prompt_tokens - usage_before[1],
         "completion_tokens": usage.completion_tokens - usage_before[2],
+        "cached_tokens": usage.cached_tokens - usage_before[3],
     }
     if loop.budget_stopped:
         draft.report["budget_stopped"] = loop.reasons[0] if loop.reasons else "budget reached"

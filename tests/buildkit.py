@@ -527,16 +527,42 @@ BUGGY_BODIES = {**TOOL_BODIES,
                 "list_treatments": TOOL_BODIES["list_treatments"].replace("ORDER BY price, code", "ORDER BY cost")}
 
 
+# The schema stage's rules: who is signed in, the status changes allowed, the invariants.
+TRANSITIONS = [
+    {"table": "appointments", "column": "status",
+     "allowed": [{"state": "scheduled", "next": ["completed", "cancelled"]},
+                 {"state": "completed", "next": []}, {"state": "cancelled", "next": []}]},
+    {"table": "invoices", "column": "status",
+     "allowed": [{"state": "unpaid", "next": ["paid"]}, {"state": "paid", "next": []}]},
+]
+INVARIANTS = [
+    {"name": "invoice_total_matches_treatments", "description": "An invoice's total is the sum of its visit's "
+     "treatments", "sql": "SELECT i.id, i.total FROM invoices i WHERE abs(i.total - (SELECT coalesce(sum(t.quantity "
+     "* t.unit_price), 0) FROM appointment_treatments t WHERE t.appointment_id = i.appointment_id)) > 0.005"},
+    {"name": "invoiced_visits_are_completed", "description": "Only completed appointments have an invoice",
+     "sql": "SELECT i.id FROM invoices i JOIN appointments a ON a.id = i.appointment_id "
+     "WHERE a.status != 'completed'"},
+    {"name": "no_double_booking", "description": "No vet has two scheduled appointments at the same time",
+     "sql": "SELECT a.id, b.id FROM appointments a JOIN appointments b ON a.vet_id = b.vet_id AND a.start_time = "
+     "b.start_time AND a.id < b.id WHERE a.status = 'scheduled' AND b.status = 'scheduled'"},
+    {"name": "paid_invoices_have_a_payment", "description": "An invoice is paid exactly when it has a payment date "
+     "and method", "sql": "SELECT id FROM invoices WHERE (status = 'paid') != (paid_on IS NOT NULL AND "
+     "payment_method IS NOT NULL)"},
+]
+ACTING = {"acting_user_table": "veterinarians", "acting_user_role": "veterinarian"}
+
+
 def tasks_answer() -> dict[str, Any]:
     return {"tasks": TASKS}
 
 
-def schema_answer(ddl: str = SCHEMA_SQL) -> dict[str, Any]:
-    return {"ddl": ddl}
+def schema_answer(ddl: str = SCHEMA_SQL, invariants: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    return {"ddl": ddl, **ACTING, "transitions": TRANSITIONS,
+            "invariants": INVARIANTS if invariants is None else invariants}
 
 
 def data_answer(inserts: str = DATA_SQL) -> dict[str, Any]:
-    return {"inserts": inserts}
+    return {"inserts": inserts, "acting_user_id": 1, "acting_user_name": "Dr. Hannah Reed"}
 
 
 def tool_spec_answer() -> dict[str, Any]:
@@ -547,6 +573,31 @@ def tool_code_answer(bodies: dict[str, str] = TOOL_BODIES, names: list[str] | No
     return {"functions": [{"name": n, "body": bodies[n]} for n in (names or list(bodies))]}
 
 
+def asked_tools(subject: str, env_id: str = ENV_ID) -> list[str]:
+    """The tools a tool_code request asks for: all of them (subject = env id) or those after the slash."""
+    if subject == env_id:
+        return [t["name"] for t in TOOL_SPEC]
+    return subject.split("/", 1)[1].split("+")
+
+
+def tool_code_handler(answers: list[dict[str, Any]], env_id: str = ENV_ID):
+    """Answer tool_code requests by tool: the k-th time a tool is asked for, its body comes from the
+    k-th answer that has one (the last such answer repeats), whatever the batching."""
+    maps = [{f["name"]: f["body"] for f in a["functions"]} for a in answers]
+    times: dict[str, int] = {}
+
+    def handle(info: Any) -> Reply:
+        functions = []
+        for name in asked_tools(info.subject, env_id):
+            having = [m for m in maps if name in m]
+            k = times.get(name, 0)
+            times[name] = k + 1
+            functions.append({"name": name, "body": having[min(k, len(having) - 1)][name]})
+        return Reply(json={"functions": functions})
+
+    return handle
+
+
 def script_build(script: Script, subject: str = ENV_ID, *, schema: list[str] | None = None,
                  data: list[str] | None = None, tool_code: list[dict[str, Any]] | None = None) -> Script:
     """Answer every build stage for `subject`; each list gives successive answers (the last repeats)."""
@@ -554,7 +605,7 @@ def script_build(script: Script, subject: str = ENV_ID, *, schema: list[str] | N
     script.add("schema", subject, *[Reply(json=schema_answer(d)) for d in (schema or [SCHEMA_SQL])])
     script.add("data", subject, *[Reply(json=data_answer(d)) for d in (data or [DATA_SQL])])
     script.add("tool_spec", subject, Reply(json=tool_spec_answer()))
-    script.add("tool_code", subject, *[Reply(json=a) for a in (tool_code or [tool_code_answer()])])
+    script.add("tool_code", f"{subject}*", handler=tool_code_handler(tool_code or [tool_code_answer()], subject))
     return script
 
 

@@ -5,6 +5,15 @@ the official SDKs are exercised for real, and injects the faults a real API
 shows (429/503 with Retry-After, 500, 400, 401, timeouts, dropped sockets).
 It binds 127.0.0.1 only. ``stream=true`` is refused with a loud 400.
 
+Like a real API it stops an answer at the request's ``max_tokens`` (and at
+``output_cap``, the model's own limit, when set), reporting finish_reason
+"length" / stop_reason "max_tokens"; and it simulates provider prompt caching
+in the usage it reports: OpenAI-style automatic prefix caching
+(``prompt_tokens_details.cached_tokens`` for a prefix of at least 1024 tokens
+already seen, in 128-token steps) and Anthropic-style caching up to a
+``cache_control`` breakpoint (``cache_creation_input_tokens`` the first time,
+``cache_read_input_tokens`` after).
+
     with FakeModelServer(script) as fake:
         client = OpenAI(base_url=fake.openai_base_url, api_key="test")
 """
@@ -24,10 +33,12 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from synth.llm.script import (
-    STAGE_HEADER, SUBJECT_HEADER, Reply, RequestInfo, Script, ToolCall, approx_tokens,
+    STAGE_HEADER, SUBJECT_HEADER, Reply, RequestInfo, Script, ToolCall, approx_tokens, cap_text,
 )
 
 MODEL_IDS = ["fake-model", "fake-model-large"]
+CACHE_MIN_TOKENS = 1024  # the shortest prefix a provider caches
+CACHE_STEP = 128  # OpenAI reports cached prefixes in steps of this many tokens
 
 # (OpenAI error type, OpenAI code, Anthropic error type) per status code.
 _ERRORS = {
@@ -180,9 +191,27 @@ class _Handler(BaseHTTPRequestHandler):
             status = int(reply.fault)
             return self._error(api, status, f"fake server: scripted {status} fault", reply.retry_after)
         seq = next(fake._ids)
+        cap = fake.output_cap_for(body, api)
         if api == "anthropic":
-            return self._send(200, _anthropic_message(info, reply, seq))
-        return self._send(200, _openai_completion(info, replies, seq))  # type: ignore[arg-type]
+            return self._send(200, _anthropic_message(info, reply, seq, cap, fake.anthropic_cache(info)))
+        return self._send(200, _openai_completion(info, replies, seq, cap,  # type: ignore[arg-type]
+                                                  fake.openai_cache(info)))
+
+
+def _prefix_text(messages: list[dict[str, Any]]) -> str:
+    return "".join(f"<{m.get('role')}>{m.get('content') or ''}" for m in messages)
+
+
+def _common_prefix(a: str, b: str) -> int:
+    """Length of the common prefix of a and b (binary search on slices: C-speed comparisons)."""
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 def _model_list(api: str) -> dict[str, Any]:
@@ -205,10 +234,14 @@ def _usage(info: RequestInfo, reply: Reply, answer: str) -> tuple[int, int]:
     return prompt, completion
 
 
-def _openai_completion(info: RequestInfo, replies: list[Reply], seq: int) -> dict[str, Any]:
+def _openai_completion(info: RequestInfo, replies: list[Reply], seq: int, cap: int | None = None,
+                       cached: int = 0) -> dict[str, Any]:
     choices, prompt, completion = [], 0, 0
     for index, reply in enumerate(replies):
         text, calls = reply.content_text(), reply.tool_calls or []
+        cut = False
+        if text is not None:
+            text, cut = cap_text(text, cap)
         message: dict[str, Any] = {"role": "assistant", "refusal": None,
                                    "content": text if text is not None or not calls else None}
         if message["content"] is None and not calls:
@@ -218,18 +251,23 @@ def _openai_completion(info: RequestInfo, replies: list[Reply], seq: int) -> dic
                 {"id": c.id or f"call_{seq}_{index}_{i}", "type": "function",
                  "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}
                 for i, c in enumerate(calls)]
-        finish = "length" if reply.truncated else "tool_calls" if calls else "stop"
+        finish = "length" if reply.truncated or cut else "tool_calls" if calls else "stop"
         choices.append({"index": index, "message": message, "finish_reason": finish, "logprobs": None})
         prompt, c = _usage(info, reply, (text or "") + _calls_text(calls))
         completion += c
     return {"id": f"chatcmpl-fake{seq}", "object": "chat.completion", "created": int(time.time()),
             "model": info.model, "choices": choices, "system_fingerprint": None,
             "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
-                      "total_tokens": prompt + completion}}
+                      "total_tokens": prompt + completion,
+                      "prompt_tokens_details": {"cached_tokens": min(cached, prompt)}}}
 
 
-def _anthropic_message(info: RequestInfo, reply: Reply, seq: int) -> dict[str, Any]:
+def _anthropic_message(info: RequestInfo, reply: Reply, seq: int, cap: int | None = None,
+                       cache: tuple[int, int] = (0, 0)) -> dict[str, Any]:
     text, calls = reply.content_text(), list(reply.tool_calls or [])
+    cut = False
+    if text is not None:
+        text, cut = cap_text(text, cap)
     choice = info.body.get("tool_choice") or {}
     if choice.get("type") == "tool" and not calls and text is not None:
         # Forced tool use is how synth asks Anthropic for structured output: an
@@ -245,18 +283,24 @@ def _anthropic_message(info: RequestInfo, reply: Reply, seq: int) -> dict[str, A
         content.append({"type": "text", "text": text or ""})
     content += [{"type": "tool_use", "id": c.id or f"toolu_fake{seq}_{i}", "name": c.name,
                  "input": c.arguments} for i, c in enumerate(calls)]
-    stop = "max_tokens" if reply.truncated else "tool_use" if calls else "end_turn"
+    stop = "max_tokens" if reply.truncated or cut else "tool_use" if calls else "end_turn"
     prompt, completion = _usage(info, reply, (text or "") + _calls_text(calls))
+    read, written = (min(n, prompt) for n in cache)
+    written = min(written, prompt - read)
     return {"id": f"msg_fake{seq}", "type": "message", "role": "assistant", "model": info.model,
             "content": content, "stop_reason": stop, "stop_sequence": None,
-            "usage": {"input_tokens": prompt, "output_tokens": completion}}
+            "usage": {"input_tokens": prompt - read - written, "output_tokens": completion,
+                      "cache_read_input_tokens": read, "cache_creation_input_tokens": written}}
 
 
 class FakeModelServer:
     """A started-on-enter fake OpenAI + Anthropic server on 127.0.0.1:<random port>."""
 
-    def __init__(self, script: Script | None = None) -> None:
+    def __init__(self, script: Script | None = None, *, output_cap: int | None = None) -> None:
         self.script = script if script is not None else Script()
+        self.output_cap = output_cap  # the model's own output limit (None: only the request's max_tokens)
+        self._seen_openai: list[str] = []  # prompts seen, for simulated prefix caching
+        self._seen_anthropic: set[str] = set()  # cache_control prefixes written
         self.errors: list[Exception] = []  # exceptions raised while answering
         self._log: list[LoggedRequest] = []
         self._lock = threading.Lock()
@@ -336,6 +380,39 @@ class FakeModelServer:
     @property
     def in_flight(self) -> int:
         return self._in_flight
+
+    # -- output cap and prompt caching, as a provider applies them -------------
+
+    def output_cap_for(self, body: dict[str, Any], api: str) -> int | None:
+        asked = body.get("max_tokens") if api == "anthropic" else (
+            body.get("max_completion_tokens") or body.get("max_tokens"))
+        caps = [c for c in (asked, self.output_cap) if isinstance(c, int)]
+        return min(caps) if caps else None
+
+    def openai_cache(self, info: RequestInfo) -> int:
+        """Tokens of the longest prefix this prompt shares with an earlier one (automatic prefix caching)."""
+        text = _prefix_text(info.messages)
+        with self._lock:
+            best = max((_common_prefix(text, seen) for seen in self._seen_openai), default=0)
+            self._seen_openai.append(text)
+        tokens = best // 4
+        return 0 if tokens < CACHE_MIN_TOKENS else tokens - tokens % CACHE_STEP
+
+    def anthropic_cache(self, info: RequestInfo) -> tuple[int, int]:
+        """(cache read, cache write) tokens: the tools and system blocks up to a cache_control breakpoint."""
+        system = info.body.get("system")
+        if not isinstance(system, list) or not any(isinstance(b, dict) and b.get("cache_control") for b in system):
+            return 0, 0
+        text = "".join(b.get("text", "") for b in system if isinstance(b, dict))
+        tokens = approx_tokens(text)
+        if tokens < CACHE_MIN_TOKENS:
+            return 0, 0
+        key = json.dumps(info.body.get("tools") or [], sort_keys=True) + "\x00" + text
+        with self._lock:
+            if key in self._seen_anthropic:
+                return tokens, 0
+            self._seen_anthropic.add(key)
+        return 0, tokens
 
     def reset_counters(self) -> None:
         """Clear the request log, errors and peak in-flight, and rewind the script."""

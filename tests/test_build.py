@@ -47,10 +47,12 @@ def build_one(fake_model, tmp_path, pool, scenario=bk.SCENARIO, store=None, **ov
 
 
 def requests_of(fake_model, stage: str, subject: str = bk.ENV_ID) -> list[str]:
-    """The prompt text (every message) of each request made for stage/subject, in order."""
+    """The prompt text (every message) of each request made for stage/subject (a glob), in order."""
+    from fnmatch import fnmatchcase
+
     found = []
     for r in fake_model.requests:
-        if r.stage == stage and r.subject == subject and r.status == 200:
+        if r.stage == stage and fnmatchcase(r.subject, subject) and r.status == 200:
             found.append("\n".join(str(m.get("content")) for m in r.body["messages"]))
     return found
 
@@ -130,8 +132,9 @@ def test_tool_that_raises_is_repaired_and_only_it_is_asked_for(fake_model, tmp_p
     result = build_one(fake_model, tmp_path, pool)
 
     assert result.status == "built", result.reason
-    prompts = requests_of(fake_model, "tool_code")
+    prompts = requests_of(fake_model, "tool_code", f"{bk.ENV_ID}*")
     assert len(prompts) == 2
+    assert requests_of(fake_model, "tool_code", f"{bk.ENV_ID}/list_treatments") == prompts[1:]
     assert "no such column: cost" in prompts[1] and "OperationalError" in prompts[1]
     assert "### list_treatments" in prompts[1] and "### find_pets" not in prompts[1]
     tools_py = (result.path / "tools.py").read_text()
@@ -173,7 +176,7 @@ def test_tool_that_stays_broken_fails_the_env_with_the_tool_named(fake_model, tm
     assert "no such column: cost" in result.reason
     assert "ORDER BY cost" in (result.path / "tools.py").read_text()  # kept for inspection
     assert json.loads((result.path / "env.json").read_text())["counts"]["rows"] == 52
-    assert len(requests_of(fake_model, "tool_code")) == 2
+    assert len(requests_of(fake_model, "tool_code", f"{bk.ENV_ID}*")) == 2
 
 
 def test_unusable_tasks_and_model_errors_fail_the_env_with_the_stage_named(fake_model, tmp_path, pool):
@@ -256,7 +259,7 @@ def test_task_problems_need_mix_and_every_difficulty():
     signup = TaskBatch.model_validate({"tasks": [{**t, "instruction": "Please sign up a new user account for me "
                                                   "and set the password"} if i == 0 else t
                                                  for i, t in enumerate(bk.TASKS)]})
-    assert any("authentication" in p for p in task_problems(signup))
+    assert any("account plumbing" in p for p in task_problems(signup))
 
 
 def test_schema_problems_catch_bad_foreign_keys_and_non_ddl():
@@ -293,7 +296,7 @@ def test_tool_spec_problems():
     assert "'find' tool should not change state" in problems
     assert "'add' tool changes state" in problems
     assert "would shadow" in problems
-    assert "no login" in problems
+    assert "'user_login' looks like account plumbing" in problems
     assert "listed twice" in problems
     assert spec_problems(ToolSpecAnswer.model_validate(spec)) == []
     few = {"tools": spec["tools"][:3]}

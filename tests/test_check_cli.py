@@ -23,7 +23,7 @@ def test_check_passes_a_verified_env_and_fails_a_copy_with_a_broken_tool(tmp_pat
     assert "city_library: verified" in ok.output and "1/1 env(s) verified" in ok.output
     report = json.loads((env / "report.json").read_text())
     assert report["gates"]["passed"] is True and report["status"] == "verified"
-    assert set(report["gates"]["results"]) == {"database", "tool_contract", "solvable", "discriminates",
+    assert set(report["gates"]["results"]) == {"database", "tool_contract", "rules", "solvable", "discriminates",
                                                "deterministic", "robust", "regression"}
 
     broken = copy_env(env, tmp_path / "broken" / "city_library")

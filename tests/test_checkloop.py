@@ -59,8 +59,15 @@ def _script_agents(fake_model, repair_body: str) -> None:
 
 
 def _requests(fake_model, stage: str, subject: str | None = None) -> list:
-    return [r for r in fake_model.requests if r.stage == stage and (subject is None or r.subject == subject)
-            and r.status == 200]
+    """Answered requests of `stage`; `subject` "env/tool" also matches a batch "env/a+tool+b" holding it."""
+    def holds(r) -> bool:
+        if subject is None or r.subject == subject:
+            return True
+        env, _, tool = subject.partition("/")
+        head, _, tail = r.subject.partition("/")
+        return head == env and tool in tail.split("+")
+
+    return [r for r in fake_model.requests if r.stage == stage and holds(r) and r.status == 200]
 
 
 def _last_user_text(request) -> str:
@@ -75,9 +82,11 @@ def test_loop_finds_a_tool_bug_repairs_it_retests_and_ends_verified(fake_model, 
 
     assert result.status == "verified", result.reasons
     assert result.pass_rate == 1.0 and all(g.passed for g in result.gates)
-    # The testing agent ran once per tool; the checking agent judged return_book twice (before and after
-    # its repair) and every other tool once; the repair saw the failing test and the judge's reason.
-    assert len(_requests(fake_model, "check_tests")) == 6
+    # The testing agent wrote every tool's tests once, several tools per call; the checking agent judged
+    # return_book twice (before and after its repair) and every other tool once; the repair saw the
+    # failing test and the judge's reason.
+    batches = _requests(fake_model, "check_tests")
+    assert 1 < len(batches) < 6 and sum(len(r.subject.split("/")[1].split("+")) for r in batches) == 6
     assert len(_requests(fake_model, "check_judge", "city_library/return_book")) == 2
     assert len(_requests(fake_model, "check_judge", "city_library/get_member")) == 1
     repair = _requests(fake_model, "check_repair")
@@ -190,26 +199,31 @@ def test_a_crashing_tool_fails_without_the_judge_and_is_repaired(fake_model, tmp
 def test_model_failures_are_recorded_per_tool_and_never_stop_the_loop(fake_model, tmp_path: Path) -> None:
     env = _built_library(tmp_path, return_book=TOOL_BODIES["return_book"])
     no_negative = proposed_tests("reserve_book")
-    no_negative["tests"] = [t for t in no_negative["tests"] if t["expect"] == "success"]
+    no_negative["tools"][0]["tests"] = [t for t in no_negative["tools"][0]["tests"] if t["expect"] == "success"]
     fake_model.script.add("check_tests", "city_library/reserve_book", Reply(json=no_negative),
                           Reply(json=proposed_tests("reserve_book")))
-    fake_model.script.add("check_judge", "city_library/get_member", Reply(json={"verdicts": []}))
+    # The checking agent never answers properly for a batch that holds get_member.
+    fake_model.script.add("check_judge", "city_library/*",
+                          handler=lambda info: Reply(json={"verdicts": []}) if "get_member" in info.subject else None)
     _script_agents(fake_model, TOOL_BODIES["return_book"])
     settings = _settings(fake_model, tmp_path, check_rounds=2, repair_turns=1)
     result = asyncio.run(verify_env(env, Gateway(settings), settings))
 
     # The testing agent's answer without a negative test was sent back once and fixed...
     proposals = _requests(fake_model, "check_tests", "city_library/reserve_book")
-    assert len(proposals) == 2 and "add a negative test" in _last_user_text(proposals[1])
+    assert len(proposals) == 2 and "add a refusal test" in _last_user_text(proposals[1])
     # ...while the checking agent never answered properly for get_member: recorded, every round.
     assert result.status == "failed"
     report = json.loads((env / "report.json").read_text())
     for round_report in report["check_loop"]["rounds"]:
-        assert any(e.startswith("check_judge get_member:") and "still invalid" in e for e in round_report["errors"])
+        assert any(e.startswith("check_judge ") and "get_member" in e.split(":")[0] and "still invalid" in e
+                   for e in round_report["errors"])
     tests = [json.loads(line) for line in (env / "tests.jsonl").read_text().splitlines()]
-    assert {t["verdict"] for t in tests if t["tool"] == "get_member"} == {None}
-    assert {t["verdict"] for t in tests if t["tool"] != "get_member"} == {"pass"}
-    assert "failing tools: get_member" in " ".join(report["failure_reasons"])
+    with_it = {n for r in _requests(fake_model, "check_judge", "city_library/get_member")
+               for n in r.subject.split("/")[1].split("+")}
+    assert {t["verdict"] for t in tests if t["tool"] in with_it} == {None}
+    assert {t["verdict"] for t in tests if t["tool"] not in with_it} <= {"pass"}
+    assert "get_member" in " ".join(report["failure_reasons"]).split("failing tools: ")[1].split(")")[0]
     assert not [r for r in fake_model.requests if r.stage == "check_repair"]  # nothing to repair in the tool
 
 

@@ -154,7 +154,7 @@ def test_tokens_and_cost_recorded(fake_model, tmp_path):
     assert gateway.usage.total.cost == pytest.approx(0.2)  # 100*1000/1e6 + 50*2000/1e6
     usage = store.usage()
     assert usage["stages"]["probe"] == {"calls": 1, "cached": 0, "prompt_tokens": 100,
-                                        "completion_tokens": 50, "cost": pytest.approx(0.2)}
+                                        "completion_tokens": 50, "cost": pytest.approx(0.2), "cached_tokens": 0}
 
 
 def test_budget_stops_new_calls(fake_model, tmp_path):

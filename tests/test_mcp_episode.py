@@ -4,6 +4,8 @@ prompt with today's date and the acting user."""
 
 from __future__ import annotations
 
+import json
+
 import anyio
 import httpx
 import pytest
@@ -109,7 +111,11 @@ def test_episode_without_task_has_no_task_prompt(server):
 
 
 def test_env_without_context_fields_or_tests_still_serves(tmp_path):
-    make_library_env(tmp_path / "envs")  # env.json without today / acting_user, empty tests.jsonl
+    env_dir = make_library_env(tmp_path / "envs")  # then: env.json without today / acting_user, empty tests.jsonl
+    manifest = json.loads((env_dir / "env.json").read_text())
+    for key in ("today", "acting_user"):
+        manifest.pop(key, None)
+    (env_dir / "env.json").write_text(json.dumps(manifest))
     srv, _ = background(tmp_path)
     with srv:
         episode = open_episode(srv.url, "task_01")

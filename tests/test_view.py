@@ -20,6 +20,7 @@ from fastapi.testclient import TestClient
 from viewkit import (COWORK, LIBRARY, VET, add_broken_envs, add_review_history, demo_output, run_dir,
                      tool_source)
 
+from synth_validators import GATE_NAMES
 from synth.view.app import create_app
 from synth.view.forms import form_arguments, form_fields
 from synth.view.sources import resolve
@@ -57,7 +58,7 @@ def test_env_list_shows_every_env_and_each_broken_folder_on_its_own_row(client):
     assert "review.json: &#39;decision&#39; must be one of approved, rejected" in page.text
     # the bad review copy keeps its real id and counts: only the review part is broken
     assert page.text.count(f'data-env="{COWORK}"') == 2
-    assert ">all 7 pass<" in page.text
+    assert f">all {len(GATE_NAMES)} pass<" in page.text
 
 
 def test_env_list_filters_and_sorts(client, out: Path):
@@ -147,10 +148,20 @@ def test_env_page_renders_repairs_probes_rules_today_and_acting_user(client, out
         ("empty answer", "0.000"), ("do nothing", "0.000"), ("stuffed answer", "1.000")]
 
 
-def test_env_page_without_newer_records_degrades(client):
-    page = client.get(f"/envs/{VET}").text
+def test_env_page_without_newer_records_degrades(tmp_path, out: Path):
+    env = shutil.copytree(out / "envs" / VET, tmp_path / VET)  # as folders made before these records
+    (env / "rules.json").unlink()
+    manifest = json.loads((env / "env.json").read_text())
+    manifest.pop("today"), manifest.pop("acting_user")
+    (env / "env.json").write_text(json.dumps(manifest))
+    report = json.loads((env / "report.json").read_text())
+    for rnd in report["check_loop"]["rounds"]:
+        rnd.pop("repairs", None)
+    (env / "report.json").write_text(json.dumps(report))
+    with TestClient(create_app(resolve([env])), base_url="http://127.0.0.1") as c:
+        page = c.get(f"/envs/{VET}").text
+        task = c.get(f"/envs/{VET}/tasks/task_01").text
     assert 'id="rules"' not in page and "acting user" not in page and "data-repair" not in page
-    task = client.get(f"/envs/{VET}/tasks/task_01").text
     assert "No probe results in report.json for this task" in task
 
 

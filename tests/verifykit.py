@@ -44,13 +44,18 @@ BUGGY_RETURN_BOOK = TOOL_BODIES["return_book"].replace(
 assert BUGGY_RETURN_BOOK != TOOL_BODIES["return_book"]
 
 
-def proposed_tests(tool: str) -> dict[str, Any]:
-    """The testing agent's answer (ToolTestBatch JSON) for one library tool."""
-    return {"tests": [
+def tool_tests(tool: str) -> list[dict[str, Any]]:
+    """The testing agent's tests (ToolTestDraft JSON) for one library tool."""
+    return [
         {"purpose": f"{expect} case of {name}", "arguments": args, "expect": expect, "expected_error": error,
          "expected_change": change, "changed_tables": tables}
         for name, args, expect, error, change, tables in LIBRARY_CASES if name == tool
-    ]}
+    ]
+
+
+def proposed_tests(tools: str) -> dict[str, Any]:
+    """The testing agent's answer (ToolTestBatch JSON) for library tools "a+b+c" (a subject's tail)."""
+    return {"tools": [{"tool": name, "tests": tool_tests(name)} for name in tools.split("+")]}
 
 
 def record_tests(env_dir: Path) -> Path:
@@ -113,7 +118,8 @@ def judge_library(info: RequestInfo) -> Reply:
         test_id = block.split("\n", 1)[0].strip()
         change = block.split("Database change", 1)[1] if "Database change" in block else ""
         observed = block.split("Observed:", 1)[1].split("\n", 1)[0].strip()
-        ok = not (test_id.startswith("return_book") and observed.startswith("returned ") and '"books"' not in change)
+        ok = not (test_id.startswith("return_book") and observed.startswith("returned ")
+                  and "\nbooks changed:" not in change)
         verdicts.append({"test_id": test_id, "verdict": "pass" if ok else "fail",
                          "reason": "correct" if ok else "the returned copy is not put back: books unchanged"})
     return Reply(json={"verdicts": verdicts})

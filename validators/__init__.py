@@ -17,10 +17,10 @@ from typing import Any
 from synth.artifacts import GateResult
 from synth.errors import SynthError
 
-from . import database, deterministic, discriminates, regression, robust, solvable, tool_contract
+from . import database, deterministic, discriminates, regression, robust, rules, solvable, tool_contract
 from .common import read_folder
 
-GATES = (database, tool_contract, solvable, discriminates, deterministic, robust, regression)
+GATES = (database, tool_contract, rules, solvable, discriminates, deterministic, robust, regression)
 GATE_NAMES = tuple(g.NAME for g in GATES)
 STATIC_GATES = frozenset({database.NAME, tool_contract.NAME})  # read files only, run no env code
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from synth.artifacts import GateResult, Task, ToolSpec, ToolTest
+from synth.artifacts import GateResult, Rules, Task, ToolSpec, ToolTest
 from synth.errors import InputError, SynthError
 
 
@@ -30,6 +30,7 @@ class EnvFolder:
     tests: list[ToolTest]
     volatile: list[str]  # "table.column" entries that vary run to run
     problems: dict[str, list[str]] = field(default_factory=dict)  # file -> why it could not be read
+    rules: Rules | None = None  # rules.json; None when the folder has none (made before it existed)
 
     @property
     def env_id(self) -> str:
@@ -95,9 +96,15 @@ def read_folder(env_dir: Path | str) -> EnvFolder:
     for name, found in (("tools.json", tool_problems), ("tasks.jsonl", task_problems), ("tests.jsonl", test_problems)):
         if found:
             problems[name] = found
+    rules = None
+    if (root / "rules.json").is_file():
+        try:
+            rules = Rules.model_validate_json((root / "rules.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            problems["rules.json"] = [f"rules.json: {_short(exc)}"]
     volatile = manifest.get("volatile_columns") or []
     return EnvFolder(root=root, manifest=manifest, tools=tools, tasks=tasks, tests=tests,
-                     volatile=[str(v) for v in volatile], problems=problems)
+                     volatile=[str(v) for v in volatile], problems=problems, rules=rules)
 
 
 class Findings:

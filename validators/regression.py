@@ -1,10 +1,12 @@
 """Gate `regression`: tests.jsonl replays with the recorded verdicts.
 
 Every test the check loop recorded is run again on a fresh episode, with no
-model: it must reproduce the recorded observation (success or the same error,
-the same database change with volatile columns aside, and for read-only tools
-the same result), so the checking agent's verdict still holds. The recorded
-verdicts themselves must reach the pass rate the check loop required.
+model: its setup calls and then the call under test must reproduce the
+recorded observation (success or the same error, the same database change with
+volatile columns aside, no newly broken rule of rules.json, and for read-only
+tools the same result), so the checking agent's verdict still holds. The
+recorded verdicts themselves must reach the pass rate the check loop required,
+and none may blame the tool ("fail"): a known tool bug never ships.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from synth.artifacts import GateResult
+from synth.artifacts import PASSING_VERDICTS, GateResult
 from synth.config import Settings
 from synth.replay import observation_mismatch, observe_call
 
@@ -23,8 +25,8 @@ DEFAULT_PASS_RATE = Settings.model_fields["check_pass_rate"].default
 
 
 def pass_rate(verdicts: list[str | None]) -> float:
-    """Share of tests judged pass or warning (1.0 when there are none)."""
-    return sum(v in ("pass", "warning") for v in verdicts) / len(verdicts) if verdicts else 1.0
+    """Share of tests whose verdict does not blame the tool (1.0 when there are none)."""
+    return sum(v in PASSING_VERDICTS for v in verdicts) / len(verdicts) if verdicts else 1.0
 
 
 def _check(folder: EnvFolder, env: Any, found: Findings, required_rate: float) -> None:
@@ -36,11 +38,14 @@ def _check(folder: EnvFolder, env: Any, found: Findings, required_rate: float) -
             found.env(f"tool {test.tool}: test {test.test_id} was never "
                       f"{'run' if test.observed is None else 'judged'}")
             continue
-        replayed = observe_call(env, test.tool, test.arguments, folder.volatile)
+        replayed = observe_call(env, test.tool, test.arguments, folder.volatile, setup=test.setup,
+                                rules=folder.rules)
         mismatch = observation_mismatch(test.observed, replayed, compare_result=bool(spec and spec.read_only))
         if mismatch:
             found.tool(test.tool, f"test {test.test_id} no longer reproduces its recorded verdict "
                                   f"{test.verdict!r}: {mismatch}")
+        if test.verdict == "fail":  # a tool blamed by its test never ships, whatever the rate
+            found.env(f"tool {test.tool}: test {test.test_id} was judged a tool bug: {test.reason[:200]}")
     rate = pass_rate([t.verdict for t in folder.tests])
     found.details.update(tests=len(folder.tests), pass_rate=round(rate, 4))
     if rate < required_rate:

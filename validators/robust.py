@@ -1,10 +1,14 @@
-"""Gate `robust`: verifiers never raise, whatever state the agent leaves behind.
+"""Gate `robust`: verifiers never raise, and tools keep the business rules, whatever
+state the agent leaves behind.
 
 Each task's verifier is evaluated (with no answer, an empty one, a junk one and
 the expected one) on: the initial state, every prefix of the gold solution, and
 the end of WALKS seeded random walks of STEPS valid tool calls (arguments drawn
 from the initial data, see fuzz.py). Any verifier error (an exception, a
 timeout, a malformed result) fails the gate naming the task and the state.
+After every state-changing call of those gold prefixes and walks, the rules of
+rules.json are checked: a call that breaks an invariant that held before it,
+or makes a status change its column does not allow, fails the gate naming the tool.
 """
 
 from __future__ import annotations
@@ -14,8 +18,10 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-from synth.artifacts import GateResult, Task
+from synth.artifacts import GateResult, Task, ToolCall
+from synth.errors import SynthError
 from synth.replay import answer_text, canonical
+from synth.rules import check_invariants, rules_after_call
 
 from .common import EnvFolder, Findings, run_with_env
 from .fuzz import ValuePool, random_call
@@ -41,17 +47,50 @@ def _evaluate(found: Findings, episode: Any, task: Task, state: str, answers: li
     return True
 
 
+class _RuleWatch:
+    """Checks rules.json after each state-changing call of an episode; blames the first call that breaks one."""
+
+    def __init__(self, folder: EnvFolder, env: Any, found: Findings):
+        self.rules, self.env, self.found = folder.rules, env, found
+        self.writes = {t.name for t in env.tools if not t.read_only}
+        self.initially = {v.name for v in check_invariants(env.initial_db, self.rules.invariants)} \
+            if self.rules else set()
+        self.blamed: set[str] = set()
+
+    def start(self) -> None:
+        self.state = self.env.initial_db
+
+    def after(self, episode: Any, call: ToolCall, observation: dict, where: str) -> bool:
+        """False once the call broke a rule (reported against its tool)."""
+        if self.rules is None or call.tool not in self.writes or not observation.get("ok"):
+            return True
+        try:
+            now = episode.snapshot()
+        except SynthError:
+            return True  # the worker died: solvable/deterministic report the call
+        broken = rules_after_call(self.state, now, self.rules, broken_before=self.initially)
+        self.state = now
+        if broken and call.tool not in self.blamed:
+            self.blamed.add(call.tool)
+            self.found.tool(call.tool, f"{where}, {call.tool}({canonical(call.arguments)[:120]}) broke the rules: "
+                                       + "; ".join(broken)[:600])
+        return not broken
+
+
 def _check(folder: EnvFolder, env: Any, found: Findings) -> None:
     pool = ValuePool(env.initial_db)
     writes = [t for t in env.tools if not t.read_only]
     reads = [t for t in env.tools if t.read_only]
+    watch = _RuleWatch(folder, env, found)
     for task in folder.tasks:
         answers = _answers(task)
         with env.episode(task.task_id) as episode:
             if not _evaluate(found, episode, task, "the initial state", answers):
                 continue
+            watch.start()
             for i, call in enumerate(task.gold, 1):
-                episode.call(call.tool, call.arguments)
+                observation = episode.call(call.tool, call.arguments)
+                watch.after(episode, call, observation, f"replaying {task.task_id}'s gold solution")
                 if not _evaluate(found, episode, task, f"the state after gold call {i} ({call.tool})", [None]):
                     break
         # Seeded per env and task, so a rerun explores exactly the same states.
@@ -59,13 +98,16 @@ def _check(folder: EnvFolder, env: Any, found: Findings) -> None:
         for walk in range(WALKS):
             calls = []
             with env.episode(task.task_id) as episode:
+                watch.start()
                 for _ in range(STEPS):
                     tools = writes if writes and (not reads or rng.random() < WRITE_BIAS) else reads
                     if not tools:
                         break
                     call = random_call(rng, tools, pool)
                     calls.append(call)
-                    episode.call(call.tool, call.arguments)
+                    observation = episode.call(call.tool, call.arguments)
+                    if not watch.after(episode, call, observation, "in a random walk"):
+                        break
                 state = "the state after random calls " + "; ".join(
                     f"{c.tool}({canonical(c.arguments)[:80]})" for c in calls)
                 if not _evaluate(found, episode, task, state, answers):

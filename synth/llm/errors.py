@@ -28,3 +28,15 @@ class StructuredOutputError(ModelError):
 
 class ReplayMiss(ModelError):
     """The replay provider has no recorded response for a request."""
+
+
+class OutputTruncated(StructuredOutputError):
+    """The answer hit the output cap (finish_reason "length" / stop_reason "max_tokens").
+
+    Never parsed as a broken answer: a stage that can split its work catches
+    this and asks for smaller pieces; any other stage fails with this message.
+    """
+
+    def __init__(self, message: str, *, max_tokens: int):
+        super().__init__(message)
+        self.max_tokens = max_tokens

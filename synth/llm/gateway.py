@@ -16,8 +16,9 @@ from typing import Any, Protocol, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from synth.config import ConfigError, Settings
+from synth.llm.budgets import output_budget
 from synth.llm.cache import ResponseCache, request_key
-from synth.llm.errors import ModelError, RetryableError, StructuredOutputError
+from synth.llm.errors import ModelError, OutputTruncated, RetryableError, StructuredOutputError
 from synth.llm.extract import NoJSONFound, extract_json
 from synth.llm.limiter import AdaptiveLimiter
 from synth.llm.types import Completion, ModelSpec, Provider, Request, parse_model
@@ -54,6 +55,18 @@ def schema_instruction(schema: dict[str, Any]) -> str:
     )
 
 
+def with_schema_instruction(messages: list[dict[str, Any]], schema: dict[str, Any]) -> list[dict[str, Any]]:
+    """The conversation with the answer-format instruction at the end of its first user
+    message, so the messages before it (the env's shared context) stay a byte-identical
+    prefix across stages and provider prompt caching applies."""
+    out = [dict(m) for m in messages]
+    for m in out:
+        if m.get("role") == "user" and isinstance(m.get("content"), str):
+            m["content"] = m["content"].rstrip() + "\n\n" + schema_instruction(schema)
+            return out
+    return out + [{"role": "user", "content": schema_instruction(schema)}]
+
+
 def describe_problems(exc: Exception) -> str:
     if isinstance(exc, ValidationError):
         parts = [f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}" for e in exc.errors()[:8]]
@@ -69,21 +82,37 @@ class Gateway:
         provider: Provider | None = None,
         recorder: CallRecorder | None = None,
         spent_before: float = 0.0,
+        usage: UsageMeter | None = None,
+        cache: ResponseCache | None = None,
     ):
         if not settings.model:
             raise ConfigError("no model configured: pass --model provider/model (or set SYNTH_MODEL)")
         self.settings = settings
         self.spec = parse_model(settings.model)
         self.provider = provider or make_provider(self.spec, settings)
-        self.cache = None if settings.no_cache else ResponseCache(settings.cache_dir)
+        self.cache = cache if cache is not None else (None if settings.no_cache else ResponseCache(settings.cache_dir))
         self.prices = PriceTable.load(settings.prices_file)
-        self.usage = UsageMeter(settings.max_cost, spent_before)
+        self.usage = usage if usage is not None else UsageMeter(settings.max_cost, spent_before)
         self.limiter = AdaptiveLimiter(settings.concurrency)
         self.recorder = recorder
+        self._judge: Gateway | None = None
 
     @property
     def model(self) -> str:
         return self.spec.full
+
+    def judge(self) -> "Gateway":
+        """The gateway of the checking agent: --judge-model (with --judge-base-url), or this one.
+
+        It shares this gateway's cache, usage meter (so one budget covers both) and recorder."""
+        wanted = self.settings.judge_model
+        if not wanted or wanted == self.model:
+            return self
+        if self._judge is None:
+            settings = self.settings.model_copy(update={
+                "model": wanted, "base_url": self.settings.judge_base_url, "judge_model": None})
+            self._judge = Gateway(settings, recorder=self.recorder, usage=self.usage, cache=self.cache)
+        return self._judge
 
     # ------------------------------------------------------------------ public calls
 
@@ -98,26 +127,46 @@ class Gateway:
         sample: int = 0,
         temperature: float | None = None,
         repair_turns: int | None = None,
+        max_tokens: int | None = None,
+        grow: bool = True,
     ) -> T:
         """Ask for an instance of `schema`; feed validation (and `check`) problems back.
+
+        `max_tokens` defaults to the stage's output budget. An answer cut off at the
+        output cap is never parsed: with `grow` it is asked again once at the model's
+        cap (settings.max_tokens); otherwise, or if still cut, OutputTruncated is raised
+        so a stage that can split its work asks for smaller pieces.
 
         Only a validated answer is cached. It is stored under the first turn's
         key too, so a rerun of the same call is free even if it needed repairs.
         """
         json_schema = schema.model_json_schema()
-        convo = [{"role": "system", "content": schema_instruction(json_schema)}, *messages]
+        convo = with_schema_instruction(messages, json_schema)
         turns = self.settings.repair_turns if repair_turns is None else repair_turns
+        budget = max_tokens or output_budget(stage, self.settings.max_tokens)
         first_key: str | None = None
         problems = ""
-        for turn in range(turns + 1):
+        turn = 0
+        while turn <= turns:
             request = Request(
                 messages=list(convo), stage=stage, subject=subject, schema=json_schema,
                 schema_name=schema.__name__, temperature=self._temperature(temperature),
-                max_tokens=self.settings.max_tokens, sample=sample,
+                max_tokens=budget, sample=sample,
             )
             key = self._key(request)
             first_key = first_key or key
             completion, latency = await self._call(request, key)
+            if completion.truncated:
+                self._record(request, completion, latency, status="truncated",
+                             error=f"answer cut off at {budget} output tokens")
+                if grow and budget < self.settings.max_tokens:
+                    budget = self.settings.max_tokens  # the same turn again, with the model's whole cap
+                    continue
+                raise OutputTruncated(
+                    f"{self.model}: the answer for {stage}/{subject} was cut off at the output cap of {budget} "
+                    "tokens; the stage must ask for less per request (or raise --max-tokens if the model allows)",
+                    max_tokens=budget)
+            turn += 1
             try:
                 if completion.refusal:
                     raise ValueError(f"the model refused: {completion.refusal}")
@@ -223,18 +272,21 @@ class Gateway:
     ) -> None:
         """Count usage and cost once per answer that came back, with its final status."""
         cost = 0.0 if completion.cached else self.prices.cost(
-            self.model, completion.prompt_tokens, completion.completion_tokens
+            self.model, completion.prompt_tokens, completion.completion_tokens,
+            cached_tokens=completion.cached_tokens, cache_write_tokens=completion.cache_write_tokens,
         )
         self.usage.record(
             request.stage, cached=completion.cached, prompt_tokens=completion.prompt_tokens,
-            completion_tokens=completion.completion_tokens, cost=cost,
+            completion_tokens=completion.completion_tokens, cost=cost, cached_tokens=completion.cached_tokens,
         )
         if self.recorder:
+            fresh = not completion.cached
             self.recorder.record_call({
                 "stage": request.stage, "subject": request.subject, "provider": self.spec.provider,
                 "model": self.spec.name, "cached": completion.cached,
-                "prompt_tokens": 0 if completion.cached else completion.prompt_tokens,
-                "completion_tokens": 0 if completion.cached else completion.completion_tokens,
+                "prompt_tokens": completion.prompt_tokens if fresh else 0,
+                "completion_tokens": completion.completion_tokens if fresh else 0,
+                "cached_tokens": completion.cached_tokens if fresh else 0,
                 "cost": cost, "latency": round(latency, 4), "status": status, "error": error, "time": time.time(),
             })
 
@@ -243,5 +295,5 @@ class Gateway:
             self.recorder.record_call({
                 "stage": request.stage, "subject": request.subject, "provider": self.spec.provider,
                 "model": self.spec.name, "cached": False, "prompt_tokens": 0, "completion_tokens": 0,
-                "cost": 0.0, "latency": 0.0, "status": "error", "error": error, "time": time.time(),
+                "cached_tokens": 0, "cost": 0.0, "latency": 0.0, "status": "error", "error": error, "time": time.time(),
             })

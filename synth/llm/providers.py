@@ -138,11 +138,14 @@ class OpenAIProvider:
                 args = raw
             calls.append(ToolCallOut(id=tc.id, name=tc.function.name, arguments=args))
         usage = resp.usage
+        details = getattr(usage, "prompt_tokens_details", None)  # prefix caching (OpenAI; some servers)
         return Completion(
             text=msg.content or "",
             tool_calls=calls,
             prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
             completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
+            cached_tokens=getattr(details, "cached_tokens", 0) or 0,
+            cache_write_tokens=getattr(details, "cache_write_tokens", 0) or 0,
             finish_reason=choice.finish_reason or "",
             refusal=getattr(msg, "refusal", None),
         )
@@ -206,7 +209,9 @@ class AnthropicProvider:
             "timeout": timeout,
         }
         if system:
-            kwargs["system"] = system
+            # The system text is the env's shared context, byte-identical across its calls:
+            # a cache breakpoint there lets Anthropic serve tools + system from its prompt cache.
+            kwargs["system"] = [{"type": "text", "text": system, "cache_control": {"type": "ephemeral"}}]
         client = self._client(spec, timeout)
         # anthropic>=2 has no sampling temperature; older SDKs (which users may pin) do.
         if request.temperature is not None and _accepts(client.messages.create, "temperature"):
@@ -240,11 +245,17 @@ class AnthropicProvider:
                 else:
                     calls.append(ToolCallOut(id=block.id, name=block.name, arguments=dict(block.input)))
         stop = resp.stop_reason or ""
+        usage = resp.usage
+        read = getattr(usage, "cache_read_input_tokens", 0) or 0
+        written = getattr(usage, "cache_creation_input_tokens", 0) or 0
         return Completion(
             text="\n".join(texts),
             tool_calls=calls,
-            prompt_tokens=resp.usage.input_tokens or 0,
-            completion_tokens=resp.usage.output_tokens or 0,
+            # Anthropic's input_tokens leaves out cache reads and writes; prompt_tokens counts every input token.
+            prompt_tokens=(usage.input_tokens or 0) + read + written,
+            completion_tokens=usage.output_tokens or 0,
+            cached_tokens=read,
+            cache_write_tokens=written,
             finish_reason=stop,
             refusal="the model refused" if stop == "refusal" else None,
         )

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from synth.config import ConfigError
 from synth.llm.errors import ModelError, ReplayMiss, RetryableError
-from synth.llm.script import Rule, Script, RequestInfo, approx_tokens
+from synth.llm.script import Rule, Script, RequestInfo, approx_tokens, cap_text
 from synth.llm.types import Completion, ModelSpec, Request, ToolCallOut
 
 
@@ -60,7 +60,9 @@ class ReplayProvider:
         if reply.fault is not None:
             raise RetryableError(f"replay: recorded fault {reply.fault}", status=int(reply.fault)
                                  if reply.fault.isdigit() else None, retry_after=reply.retry_after)
-        text = reply.content_text() or ""
+        # A recorded answer longer than the request's max_tokens is cut there, as a real model's
+        # would be, so the demo proves its answers fit the stages' output budgets.
+        text, cut = cap_text(reply.content_text() or "", request.max_tokens)
         calls = [ToolCallOut(id=c.id or f"call_{uuid.uuid4().hex[:12]}", name=c.name, arguments=c.arguments)
                  for c in reply.tool_calls or []]
         return Completion(
@@ -69,5 +71,5 @@ class ReplayProvider:
             prompt_tokens=reply.prompt_tokens if reply.prompt_tokens is not None else approx_tokens(info.prompt_text),
             completion_tokens=reply.completion_tokens if reply.completion_tokens is not None
             else approx_tokens(text or json.dumps([c.model_dump() for c in calls])),
-            finish_reason="tool_calls" if calls else ("length" if reply.truncated else "stop"),
+            finish_reason="tool_calls" if calls else ("length" if reply.truncated or cut else "stop"),
         )

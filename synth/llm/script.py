@@ -48,6 +48,14 @@ def approx_tokens(text: str) -> int:
     return max(1, len(text) // 4)
 
 
+def cap_text(text: str, max_tokens: int | None) -> tuple[str, bool]:
+    """`text` cut at `max_tokens` (approx_tokens' measure), as a real model stops at its
+    output cap: (the text that fits, whether it was cut)."""
+    if max_tokens is None or approx_tokens(text) <= max_tokens:
+        return text, False
+    return text[: max(0, max_tokens) * 4], True
+
+
 class ToolCall(BaseModel):
     """One tool call the scripted assistant makes."""
 

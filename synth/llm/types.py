@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field
 from synth.config import ConfigError
 
 PROVIDERS = ("openai", "anthropic", "replay")
+TRUNCATED_REASONS = frozenset({"length", "max_tokens"})
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,14 @@ class Completion(BaseModel):
     completion_tokens: int = 0
     finish_reason: str = ""
     refusal: str | None = None
-    cached: bool = False
+    cached: bool = False  # served from synth's own response cache (no call was made)
+    cached_tokens: int = 0  # prompt tokens the provider read from its prompt cache (part of prompt_tokens)
+    cache_write_tokens: int = 0  # prompt tokens written to the provider's prompt cache (part of prompt_tokens)
+
+    @property
+    def truncated(self) -> bool:
+        """The answer stopped at the output cap: OpenAI "length", Anthropic "max_tokens"."""
+        return self.finish_reason in TRUNCATED_REASONS
 
 
 class Provider(Protocol):

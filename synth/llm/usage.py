@@ -22,6 +22,13 @@ from synth.llm.errors import BudgetExceeded
 class Price:
     input: float  # USD per 1M prompt tokens
     output: float  # USD per 1M completion tokens
+    cached_input: float | None = None  # USD per 1M prompt tokens read from the provider's cache (default: input)
+    cache_write: float | None = None  # USD per 1M prompt tokens written to it (default: input)
+
+
+def _price(entry: dict) -> Price:
+    optional = {k: float(entry[k]) for k in ("cached_input", "cache_write") if entry.get(k) is not None}
+    return Price(float(entry["input"]), float(entry["output"]), **optional)
 
 
 class PriceTable:
@@ -39,9 +46,10 @@ class PriceTable:
             raw, where = Path(path).read_text(), str(path)
         try:
             data = json.loads(raw)
-            entries = {k: Price(float(v["input"]), float(v["output"])) for k, v in data.items() if not k.startswith("_")}
+            entries = {k: _price(v) for k, v in data.items() if not k.startswith("_")}
         except (ValueError, KeyError, TypeError) as exc:
-            raise ConfigError(f"{where}: expected {{\"provider/model\": {{\"input\": usd, \"output\": usd}}}} ({exc})") from exc
+            raise ConfigError(f"{where}: expected {{\"provider/model\": {{\"input\": usd, \"output\": usd, "
+                              f"\"cached_input\": usd (optional)}}}} ({exc})") from exc
         return cls(entries)
 
     def price(self, model: str) -> Price:
@@ -52,25 +60,37 @@ class PriceTable:
                 return price
         return Price(0.0, 0.0)
 
-    def cost(self, model: str, prompt_tokens: int, completion_tokens: int) -> float:
+    def cost(self, model: str, prompt_tokens: int, completion_tokens: int, *, cached_tokens: int = 0,
+             cache_write_tokens: int = 0) -> float:
+        """USD for one call; `cached_tokens` and `cache_write_tokens` are parts of `prompt_tokens`
+        priced at the provider's cache rates."""
         p = self.price(model)
-        return (prompt_tokens * p.input + completion_tokens * p.output) / 1_000_000
+        cached = min(cached_tokens, prompt_tokens)
+        written = min(cache_write_tokens, prompt_tokens - cached)
+        plain = prompt_tokens - cached - written
+        usd = plain * p.input + completion_tokens * p.output
+        usd += cached * (p.input if p.cached_input is None else p.cached_input)
+        usd += written * (p.input if p.cache_write is None else p.cache_write)
+        return usd / 1_000_000
 
 
 @dataclass
 class Totals:
     calls: int = 0
-    cached: int = 0
+    cached: int = 0  # answers served from synth's own cache
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = 0  # prompt tokens the provider served from its prompt cache
     cost: float = 0.0
 
-    def add(self, *, cached: bool, prompt_tokens: int, completion_tokens: int, cost: float) -> None:
+    def add(self, *, cached: bool, prompt_tokens: int, completion_tokens: int, cost: float,
+            cached_tokens: int = 0) -> None:
         self.calls += 1
         self.cached += int(cached)
         if not cached:
             self.prompt_tokens += prompt_tokens
             self.completion_tokens += completion_tokens
+            self.cached_tokens += cached_tokens
             self.cost += cost
 
 
@@ -103,7 +123,9 @@ class UsageMeter:
                 "no new model calls start; raise --max-cost and rerun the same command to continue"
             )
 
-    def record(self, stage: str, *, cached: bool, prompt_tokens: int, completion_tokens: int, cost: float) -> None:
+    def record(self, stage: str, *, cached: bool, prompt_tokens: int, completion_tokens: int, cost: float,
+               cached_tokens: int = 0) -> None:
         with self._lock:
             for t in (self.total, self.by_stage[stage]):
-                t.add(cached=cached, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, cost=cost)
+                t.add(cached=cached, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, cost=cost,
+                      cached_tokens=cached_tokens)

@@ -3,7 +3,8 @@
 One round is one model call that proposes a few applications for a seed. Rounds
 differ on purpose, for diversity: a rotating focus category, rotating few-shot
 examples taken from scenarios accepted earlier (any seed), and the most recent
-accepted names listed as ones to avoid. The round loop itself (what counts as
+accepted scenarios (name and one line each) listed as ones to avoid; with none
+kept yet the prompt does not mention any. The round loop itself (what counts as
 accepted, stalls, the budget) lives in `synth.scenarios`; this module owns the
 per-seed state, the prompt and the answer check.
 
@@ -101,13 +102,22 @@ def pick_examples(pool: Sequence[Scenario], round_no: int, k: int = N_EXAMPLES) 
     return [pool[(start + i) % len(pool)] for i in range(k)]
 
 
-def avoid_names(pool: Sequence[Scenario], progress: SeedProgress, limit: int = N_AVOID) -> list[str]:
-    """This seed's own accepted names plus the most recent ones overall, newest last, no repeats."""
-    names: list[str] = []
+def one_line(text: str, limit: int = 140) -> str:
+    """The first sentence of a description, shortened to `limit` characters."""
+    text = " ".join(text.split())
+    end = next((i + 1 for i, ch in enumerate(text) if ch in ".!?" and (i + 1 == len(text) or text[i + 1] == " ")),
+               len(text))
+    head = text[:end]
+    return head if len(head) <= limit else head[: limit - 3].rstrip() + "..."
+
+
+def avoid_list(pool: Sequence[Scenario], progress: SeedProgress, limit: int = N_AVOID) -> list[dict[str, str]]:
+    """The scenarios already kept that a round must not repeat: this seed's own plus the most recent
+    ones overall, newest last, no repeats; each as its name and one line of its description."""
+    seen: dict[str, dict[str, str]] = {}
     for s in [*pool[-limit:], *progress.accepted]:
-        if s.name not in names:
-            names.append(s.name)
-    return names
+        seen.setdefault(s.name, {"name": s.name, "line": one_line(s.description)})
+    return list(seen.values())
 
 
 def expand_messages(
@@ -119,7 +129,7 @@ def expand_messages(
         count=count,
         focus=focus_for(progress, round_no),
         examples=pick_examples(pool, round_no),
-        avoid=avoid_names(pool, progress),
+        avoid=avoid_list(pool, progress),
         min_words=MIN_WORDS,
         max_words=MAX_WORDS,
     )

@@ -2,10 +2,13 @@
 expected answer for read tasks, and the body of its verifier
 `(initial_db, final_db, answer) -> [check(name, passed, weight), ...]`.
 
-Model calls: stage "gold", subject "<env_id>/<task_id>". The first answer and
-its repairs are one conversation; a later call for the same task (the check
-loop asking again after tools changed or a gate failed) starts a new one that
-shows the previous attempt and the problems found.
+Model calls: stage "gold". Tasks with no gold yet are asked for in batches of
+up to BATCH tasks per call (subject "<env_id>/<task_id>+<task_id>+..."): they
+share the env's context, and the prompt shows only the tables and tools the
+tasks touch (stages/gold_scope.py); a lone task, each task's repairs and every
+later call for a task (the check loop asking again after tools changed or a
+gate failed, showing the previous attempt and the problems found) use subject
+"<env_id>/<task_id>", one conversation per task.
 
 Validation, in two layers:
 - inside the gateway (its repair turns): tools exist, arguments match their
@@ -30,7 +33,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from synth.artifacts import GoldAnswer, Task, ToolCall
+from synth.artifacts import GoldAnswer, GoldBatch, Task, ToolCall
 from synth.config import Settings
 from synth.database import build_database
 from synth.envfolder import EnvDraft, normalize_body, render_verifiers_py, verifier_name, write_env
@@ -39,11 +42,16 @@ from synth.llm import BudgetExceeded, Gateway, ModelError
 from synth.prompts import render_prompt
 from synth.replay import gold_problems
 from synth.runtime.codecheck import check_source
-from synth.runtime.schema_check import ArgumentError, ArgumentValidator
-from synth.stages.envcontext import base_context, tools_source
+from synth.stages.calls import call_problems
+from synth.llm.budgets import halves, pack, planned_tokens
+from synth.llm.errors import OutputTruncated
+from synth.stages.envcontext import EnvContext
+from synth.stages.gold_scope import gold_messages
 from synth.stages.repair import clip, problem_list
 
 STAGE = "gold"
+BATCH = 3  # fresh tasks per call: they share the env's context
+TOKENS_PER_TASK = 900  # output tokens of one task's answer (actions, answer, verifier)
 
 
 class GoldOutcome(BaseModel):
@@ -53,6 +61,7 @@ class GoldOutcome(BaseModel):
     repairs: int = 0
     problems: list[str] = Field(default_factory=list)  # of the last attempt
     error: str | None = None  # the model call itself failed
+    diagnosis: str = ""  # what the model said was wrong with the earlier attempt
 
 
 class GoldReport(BaseModel):
@@ -70,16 +79,10 @@ def answer_problems(answer: GoldAnswer, task: Task, draft: EnvDraft) -> list[str
     problems = []
     if not answer.actions:
         problems.append("actions is empty: give the tool calls that solve the task")
+    problems += [p for _, p in call_problems(answer.actions, tools, "action")]
     for i, action in enumerate(answer.actions, 1):
         tool = tools.get(action.tool)
-        if tool is None:
-            problems.append(f"action {i}: unknown tool {action.tool!r}; use a name from the tool list")
-            continue
-        try:
-            ArgumentValidator(tool.name, tool.parameters)(action.arguments)
-        except ArgumentError as exc:
-            problems.append(f"action {i}: {exc}")
-        if task.kind == "read" and not tool.read_only:
+        if task.kind == "read" and tool is not None and not tool.read_only:
             problems.append(f"action {i}: {tool.name} changes state, but this is a read task")
     if task.kind == "write" and answer.actions and not any(
             a.tool in tools and not tools[a.tool].read_only for a in answer.actions):
@@ -127,33 +130,92 @@ def execution_problems(draft: EnvDraft, db_bytes: bytes, task: Task, body: str, 
             env.close()
 
 
-async def _solve_task(draft: EnvDraft, db_bytes: bytes, task: Task, context: dict[str, Any], gateway: Gateway,
-                      rounds: int, feedback: list[str], pool: Any,
-                      sample: int) -> tuple[Task, str | None, GoldOutcome]:
-    outcome = GoldOutcome(task_id=task.task_id)
-    previous = None
-    if task.gold and task.task_id in draft.verifier_bodies:
-        previous = GoldAnswer(actions=[{"tool": c.tool, "arguments": c.arguments} for c in task.gold],
-                              expected_answer=None if task.expected_answer is None else str(task.expected_answer),
-                              verifier_body=draft.verifier_bodies[task.task_id]).model_dump_json(indent=1)
-    convo = render_prompt(STAGE, **context, task=task, previous=previous if feedback else None,
-                          feedback=problem_list(feedback))
-    best_task, best_body = task, draft.verifier_bodies.get(task.task_id)
-    while True:
-        answer = await gateway.structured(GoldAnswer, convo, stage=STAGE, subject=subject(draft, task),
-                                          check=lambda a: answer_problems(a, task, draft), sample=sample)
-        outcome.rounds += 1
-        candidate, body = apply_answer(task, answer), normalize_body(answer.verifier_body)
-        problems = await asyncio.to_thread(execution_problems, draft, db_bytes, candidate, body, pool)
-        best_task, best_body, outcome.problems = candidate, body, problems
-        if not problems:
-            outcome.passed = True
-            return best_task, best_body, outcome
-        if outcome.repairs >= rounds:
-            return best_task, best_body, outcome
-        outcome.repairs += 1
-        convo = convo + [{"role": "assistant", "content": answer.model_dump_json()},
-                         *render_prompt("gold_repair", problems=problem_list(problems))]
+def _previous(draft: EnvDraft, task: Task) -> str | None:
+    if not (task.gold and task.task_id in draft.verifier_bodies):
+        return None
+    return GoldAnswer(actions=[{"tool": c.tool, "arguments": c.arguments} for c in task.gold],
+                      expected_answer=None if task.expected_answer is None else str(task.expected_answer),
+                      verifier_body=draft.verifier_bodies[task.task_id]).model_dump_json(indent=1)
+
+
+Result = tuple[Task, "str | None", GoldOutcome]
+
+
+class GoldSolver:
+    """Gold answers for one env's tasks: batches of fresh tasks per call, each task then executed
+    and repaired in its own conversation."""
+
+    def __init__(self, draft: EnvDraft, db_bytes: bytes, gateway: Gateway, rounds: int, pool: Any, sample: int):
+        self.draft, self.db_bytes, self.gateway, self.rounds = draft, db_bytes, gateway, rounds
+        self.pool, self.sample = pool, sample
+        self.context = EnvContext.of(draft)
+
+    def batches(self, tasks: list[Task]) -> list[list[Task]]:
+        limit = planned_tokens(STAGE, self.gateway.settings.max_tokens)
+        groups = pack([t.task_id for t in tasks], {t.task_id: TOKENS_PER_TASK for t in tasks}, limit)
+        by_id = {t.task_id: t for t in tasks}
+        return [[by_id[i] for i in g[k:k + BATCH]] for g in groups for k in range(0, len(g), BATCH)]
+
+    async def solve_batch(self, tasks: list[Task]) -> list[Result | BaseException]:
+        """Fresh tasks in one call; a task whose answer fails is repaired on its own."""
+        if len(tasks) == 1:
+            return list(await asyncio.gather(self.solve(tasks[0], []), return_exceptions=True))
+        ids = [t.task_id for t in tasks]
+        by_id = {t.task_id: t for t in tasks}
+
+        def check(batch: GoldBatch) -> list[str]:
+            given = [a.task_id for a in batch.tasks]
+            problems = [f"no answer for task {i}" for i in ids if i not in given]
+            problems += [f"task {i!r} was not asked for" for i in given if i not in by_id]
+            for a in batch.tasks:
+                if a.task_id in by_id:
+                    problems += [f"task {a.task_id}: {p}" for p in answer_problems(a, by_id[a.task_id], self.draft)]
+            return problems
+
+        try:
+            batch = await self.gateway.structured(
+                GoldBatch, gold_messages(self.context, self.draft, self.db_bytes, tasks), stage=STAGE,
+                subject=f"{self.draft.env_id}/{'+'.join(ids)}", check=check, sample=self.sample, grow=False)
+        except OutputTruncated:
+            out: list[Result | BaseException] = []
+            for half in halves(tasks):
+                out += await self.solve_batch(half)
+            return out
+        except (ModelError, SynthError) as exc:
+            return [exc for _ in tasks]
+        answers = {a.task_id: a for a in batch.tasks}
+        return list(await asyncio.gather(*(self.solve(t, [], first=answers[t.task_id]) for t in tasks),
+                                         return_exceptions=True))
+
+    async def solve(self, task: Task, feedback: list[str], first: GoldAnswer | None = None) -> Result:
+        """One task's answer, executed and repaired in its own conversation (`first`: its answer
+        from a batch call, executed before any new call)."""
+        outcome = GoldOutcome(task_id=task.task_id)
+        previous = _previous(self.draft, task) if feedback else None
+        convo = gold_messages(self.context, self.draft, self.db_bytes, [task], previous=previous,
+                              feedback=problem_list(feedback))
+        answer = first
+        while True:
+            if answer is None:
+                answer = await self.gateway.structured(GoldAnswer, convo, stage=STAGE, subject=subject(self.draft, task),
+                                                       check=lambda a: answer_problems(a, task, self.draft),
+                                                       sample=self.sample)
+            outcome.rounds += 1
+            outcome.diagnosis = clip(answer.diagnosis, 500) if answer.diagnosis else outcome.diagnosis
+            candidate, body = apply_answer(task, answer), normalize_body(answer.verifier_body)
+            problems = await asyncio.to_thread(execution_problems, self.draft, self.db_bytes, candidate, body,
+                                               self.pool)
+            outcome.problems = problems
+            if not problems:
+                outcome.passed = True
+                return candidate, body, outcome
+            if outcome.repairs >= self.rounds:
+                return candidate, body, outcome
+            outcome.repairs += 1
+            shown = GoldAnswer.model_validate(answer.model_dump(include=set(GoldAnswer.model_fields)))
+            convo = convo + [{"role": "assistant", "content": shown.model_dump_json()},
+                             *render_prompt("gold_repair", problems=problem_list(problems))]
+            answer = None
 
 
 async def generate_gold(draft: EnvDraft, gateway: Gateway, settings: Settings, *, task_ids: list[str] | None = None,
@@ -172,12 +234,19 @@ async def generate_gold(draft: EnvDraft, gateway: Gateway, settings: Settings, *
     if not wanted:
         return draft, report
     db_bytes = db_bytes if db_bytes is not None else build_database(draft.schema_sql, draft.data_sql)
-    context = {**base_context(draft, db_bytes), "tools_src": tools_source(draft)}
-    results = await asyncio.gather(
-        *(_solve_task(draft, db_bytes, t, context, gateway, settings.build_repair_rounds,
-                      [clip(p) for p in feedback.get(t.task_id, [])], pool, sample) for t in wanted),
-        return_exceptions=True,
-    )
+    solver = GoldSolver(draft, db_bytes, gateway, settings.build_repair_rounds, pool, sample)
+    fresh = [t for t in wanted if not feedback.get(t.task_id)]
+    again = [t for t in wanted if feedback.get(t.task_id)]
+    batches = solver.batches(fresh)
+    outcomes = await asyncio.gather(
+        *(solver.solve_batch(b) for b in batches),
+        *(solver.solve(t, [clip(p) for p in feedback[t.task_id]]) for t in again), return_exceptions=True)
+    by_task: dict[str, Any] = {}
+    for group, outcome in zip([*batches, *([t] for t in again)], outcomes):
+        results_of = outcome if isinstance(outcome, list) else [outcome] * len(group)
+        for task, result in zip(group, results_of):
+            by_task[task.task_id] = result
+    results = [by_task[t.task_id] for t in wanted]
     tasks = {t.task_id: t for t in draft.tasks}
     bodies = dict(draft.verifier_bodies)
     budget: BudgetExceeded | None = None

@@ -9,13 +9,15 @@ StageReport of every stage ends up in the env's report.json.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field
 
 from synth.errors import SynthError
 from synth.llm import Gateway
+from synth.llm.budgets import halves
+from synth.llm.errors import OutputTruncated
 from synth.prompts import render_prompt
 
 T = TypeVar("T", bound=BaseModel)
@@ -91,17 +93,19 @@ async def generate_until_valid(
     sample: int = 0,
     check: Callable[[T], list[str]] | None = None,
     repair_context: dict[str, Any] | None = None,
+    grow: bool = True,
 ) -> T:
     """Ask, validate by execution, and repair up to `rounds` times in one conversation.
 
     `check` runs inside the gateway (cheap shape checks, fixed by the gateway's
     own repair turns); `validate` is the execution check whose problems are fed
-    back here with `repair_prompt`. Raises StageFailed when rounds run out.
+    back here with `repair_prompt`. Raises StageFailed when rounds run out, and the
+    gateway's OutputTruncated when an answer is cut off (with `grow` False, at once).
     """
     convo = list(messages)
     while True:
         answer = await gateway.structured(answer_type, convo, stage=stage, subject=subject, check=check,
-                                          sample=sample)
+                                          sample=sample, grow=grow)
         report.rounds += 1
         found = validate(answer)
         problems = list(await found) if isinstance(found, Awaitable) else list(found)
@@ -116,3 +120,25 @@ async def generate_until_valid(
             {"role": "assistant", "content": answer.model_dump_json()},
             *render_prompt(repair_prompt, problems=problem_list(problems), **(repair_context or {})),
         ]
+
+
+async def in_pieces(groups: Sequence[list[Any]], ask: Callable[[list[Any], bool], Awaitable[None]], *, stage: str,
+                    report: StageReport, what: str) -> list[list[Any]]:
+    """Ask for each group of work in turn, `ask(group, whole)` (`whole`: this request covers all the
+    work). A group whose answer is cut off at the output cap is asked again in two halves; a single
+    item that still does not fit fails the stage. Returns the groups as they were answered."""
+    queue = [list(g) for g in groups]
+    done: list[list[Any]] = []
+    while queue:
+        group = queue.pop(0)
+        try:
+            await ask(group, not done and not queue)
+        except OutputTruncated as exc:
+            if len(group) == 1:
+                raise StageFailed(stage, [f"the {what} of {group[0]} do not fit one answer: {exc}"], report) from exc
+            report.notes.append(clip(f"the answer for {len(group)} {what} groups ({', '.join(map(str, group))}) was "
+                                     "cut off at the output cap; asked again in two halves"))
+            queue[:0] = halves(group)
+            continue
+        done.append(group)
+    return done

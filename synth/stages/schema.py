@@ -1,4 +1,5 @@
-"""Stage `schema`: SQLite DDL for the scenario and its tasks, validated by running it.
+"""Stage `schema`: SQLite DDL for the scenario and its tasks, with the business
+rules (rules.json) and the table of the signed-in user, validated by running them.
 
 Model calls: stage "schema", subject = the scenario's env_id (first answer
 and every repair round). The DDL is executed statement by statement on an
@@ -6,6 +7,9 @@ empty in-memory database with foreign keys on; each failing statement and
 SQLite's message, plus foreign keys that point at missing tables or at columns
 that are not a primary key or UNIQUE (SQLite only notices those at the first
 INSERT), go back to the model for up to settings.build_repair_rounds repairs.
+So do rules that do not fit the schema: an invariant whose SQL does not run,
+a status column with no transitions, a transition naming a value its CHECK
+constraint does not allow, a signed-in user's table that does not exist.
 """
 
 from __future__ import annotations
@@ -13,12 +17,15 @@ from __future__ import annotations
 import re
 import sqlite3
 
-from synth.artifacts import Scenario, SchemaAnswer, Task
-from synth.database import run_script, split_statements, user_tables
+from dataclasses import dataclass
+
+from synth.artifacts import Rules, Scenario, SchemaAnswer, Task, Transition
+from synth.database import run_script, split_statements, table_columns, user_tables
 from synth.llm import Gateway
 from synth.prompts import render_prompt
+from synth.rules import invariant_problems, status_columns, transition_problems
+from synth.stages.envcontext import long_date
 from synth.stages.repair import StageReport, generate_until_valid
-from synth.stages.tasks import REFERENCE_DATE
 
 STAGE = "schema"
 MIN_TABLES = 3
@@ -94,15 +101,58 @@ def schema_problems(ddl: str) -> list[str]:
     return problems
 
 
+def to_rules(answer: SchemaAnswer) -> Rules:
+    return Rules(invariants=answer.invariants, transitions=[
+        Transition(table=t.table, column=t.column, allowed={c.state: list(c.next) for c in t.allowed})
+        for t in answer.transitions])
+
+
+def answer_problems(answer: SchemaAnswer) -> list[str]:
+    """Problems of the DDL and, once it runs, of the rules and the signed-in user's table."""
+    problems = schema_problems(answer.ddl)
+    if problems:
+        return problems
+    conn = empty_database()
+    try:
+        run_script(conn, answer.ddl)
+        tables = {t.lower(): t for t in user_tables(conn)}
+        if answer.acting_user_table is not None and answer.acting_user_table.lower() not in tables:
+            problems.append(f"acting_user_table {answer.acting_user_table!r} is not a table of the schema")
+        problems += transition_problems(conn, to_rules(answer).transitions)
+        problems += invariant_problems(conn, answer.invariants)
+    finally:
+        conn.close()
+    return problems
+
+
+@dataclass
+class SchemaResult:
+    ddl: str
+    rules: Rules
+    acting_table: str | None  # the table of the signed-in user (its row is picked in the data stage)
+    acting_role: str
+
+
 async def generate_schema(
     scenario: Scenario, tasks: list[Task], gateway: Gateway, *, rounds: int, report: StageReport,
-    sample: int = 0,
-) -> str:
-    """The scenario's DDL, executed clean; raises StageFailed when repairs run out."""
-    messages = render_prompt("schema", scenario=scenario, tasks=tasks, today=REFERENCE_DATE)
+    sample: int = 0, today: str,
+) -> SchemaResult:
+    """The scenario's DDL and rules, executed clean; raises StageFailed when repairs run out."""
+    messages = render_prompt("schema", scenario=scenario, tasks=tasks, today=long_date(today))
     answer = await generate_until_valid(
         gateway, SchemaAnswer, messages, stage=STAGE, subject=scenario.env_id,
-        validate=lambda a: schema_problems(a.ddl), repair_prompt="schema_repair", rounds=rounds,
+        validate=answer_problems, repair_prompt="schema_repair", rounds=rounds,
         report=report, sample=sample,
     )
-    return answer.ddl.strip() + "\n"
+    conn = empty_database()
+    try:
+        run_script(conn, answer.ddl)
+        tables = {t.lower(): t for t in user_tables(conn)}
+        report.details["status_columns"] = [f"{t}.{c}" for t, c, _ in status_columns(conn)]
+        report.details["tables"] = {t: len(table_columns(conn, t)) for t in tables.values()}
+    finally:
+        conn.close()
+    rules = to_rules(answer)
+    report.details["invariants"] = len(rules.invariants)
+    acting = tables.get(answer.acting_user_table.lower()) if answer.acting_user_table else None
+    return SchemaResult(answer.ddl.strip() + "\n", rules, acting, answer.acting_user_role.strip())

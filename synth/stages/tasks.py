@@ -2,7 +2,7 @@
 
 Model calls: stage "tasks", subject = the scenario's env_id. The answer is a
 TaskBatch; its shape problems (too few tasks, no mix of read and write, a
-missing difficulty, login or sign-up tasks, duplicates) are fed back through
+missing difficulty, account-plumbing tasks (stages/plumbing.py), duplicates) are fed back through
 the gateway's repair turns. Tasks come first because the schema, the data and
 the tools are all generated to make them possible.
 """
@@ -10,11 +10,12 @@ the tools are all generated to make them possible.
 from __future__ import annotations
 
 import datetime
-import re
 
 from synth.artifacts import Scenario, Task, TaskBatch
+from synth.envfolder import DEFAULT_TODAY
 from synth.llm import Gateway
 from synth.prompts import render_prompt
+from synth.stages.plumbing import task_plumbing
 from synth.stages.repair import StageReport
 
 STAGE = "tasks"
@@ -24,15 +25,8 @@ MIN_PER_KIND = 3  # read-only and state-changing tasks each
 TEST_EVERY = 5  # every 5th task goes to the test split
 # The application's "today", shared by every prompt so dates in tasks, data and tools agree
 # (and tools never read the real clock, which would make rewards vary from run to run).
-TODAY = datetime.date(2025, 6, 2)
+TODAY = datetime.date.fromisoformat(DEFAULT_TODAY)
 REFERENCE_DATE = f"{TODAY.isoformat()} ({TODAY:%A})"
-
-# Account plumbing is not what an agent should practise: the user is already signed in.
-_ACCOUNT_RE = re.compile(
-    r"\b(log\s?-?in|log\s?-?out|logging in|sign\s?-?(up|in|out)|signing (up|in)|password|passcode"
-    r"|(create|open|register)\s+(a\s+|an\s+|my\s+|new\s+)*(user\s+)?account|authenticat\w*|two-factor|2fa)\b",
-    re.IGNORECASE,
-)
 
 
 def task_problems(batch: TaskBatch) -> list[str]:
@@ -53,10 +47,11 @@ def task_problems(batch: TaskBatch) -> list[str]:
         text = " ".join(t.instruction.split())
         if len(text) < 20:
             problems.append(f"task {i} is too short to be a real request: {text!r}")
-        match = _ACCOUNT_RE.search(text)
-        if match:
-            problems.append(f"task {i} is about accounts or authentication ({match.group(0)!r}); the user is "
-                            "already signed in: replace it with a task about the application's own data")
+        why = task_plumbing(text)
+        if why:
+            problems.append(f"task {i} looks like account plumbing: {why}; the user is already signed in. Replace "
+                            "it with a task about the application's own data (if it is one, say which record it "
+                            "works on, e.g. 'the wine class session' rather than 'my session')")
         key = text.lower()
         if key in seen:
             problems.append(f"task {i} repeats an earlier task word for word")

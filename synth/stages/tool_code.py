@@ -1,9 +1,12 @@
 """Stage `tool_code`: the body of every tool function, validated by execution.
 
-Model calls: stage "tool_code", subject = the scenario's env_id, for the first
-bodies (in batches of BATCH_SIZE tools still missing a body; a reply may carry
+Model calls: stage "tool_code", subject = the env_id when one request holds
+every tool, else "<env_id>/<tool>+<tool>+...", for the first bodies (in
+batches of tools sized to the stage's output budget; a batch whose answer is
+cut off anyway is asked again in two halves, never parsed; a reply may carry
 bodies for more tools than asked, and those are kept) and for every repair
-round (only the failing functions are asked for again).
+round (only the failing functions are asked for again, subject
+"<env_id>/<tool>+...").
 
 The model writes bodies only; tools.py is rendered around them from the
 template. Each round checks every body statically (syntax, sandbox rules),
@@ -15,23 +18,24 @@ show the model the failing call, the message and the traceback.
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
 from synth.artifacts import Scenario, Task, ToolCodeAnswer, ToolSpec
-from synth.database import open_bytes, table_counts
 from synth.envfolder import TOOL_IMPORTS, EnvDraft, normalize_body
 from synth.llm import Gateway
-from synth.prompts import render_prompt
-from synth.stages.repair import StageFailed, StageReport, clip
-from synth.stages.tasks import REFERENCE_DATE, TODAY
+from synth.llm.budgets import pack, planned_tokens
+from synth.stages.envcontext import EnvContext, sample_rows
+from synth.stages.repair import StageFailed, StageReport, clip, in_pieces
 from synth.stages.tool_probe import probe_tools
 from synth.toolschema import PY_TYPES, schema_to_params
 
 STAGE = "tool_code"
-BATCH_SIZE = 20  # tools per generation request; large specs are split
 SAMPLE_ROWS = 3  # rows per table shown to the model, so it sees real value formats
-MAX_SAMPLE_CHARS = 6000
+
+
+def body_tokens(tool: ToolSpec) -> int:
+    """Output tokens one body is expected to take: writes validate and update more than reads."""
+    return 180 + 25 * len(schema_to_params(tool.parameters)) + (0 if tool.read_only else 200)
 
 
 def signature(tool: ToolSpec) -> str:
@@ -47,20 +51,6 @@ def describe(tool: ToolSpec, body: str | None = None, problem: str | None = None
               for p in schema_to_params(tool.parameters)]
     return {"name": tool.name, "signature": signature(tool), "description": tool.description,
             "read_only": tool.read_only, "params": params, "body": body, "problem": problem}
-
-
-def sample_rows(db_bytes: bytes, per_table: int = SAMPLE_ROWS) -> str:
-    """A few rows of every table as JSON lines, clipped to MAX_SAMPLE_CHARS."""
-    conn = open_bytes(db_bytes, readonly=True)
-    try:
-        lines = []
-        for table, count in table_counts(conn).items():
-            rows = conn.execute(f'SELECT * FROM "{table}" LIMIT {per_table}').fetchall()
-            lines.append(f"{table} ({count} rows): " + json.dumps([dict(r) for r in rows], ensure_ascii=False))
-    finally:
-        conn.close()
-    text = "\n".join(lines)
-    return text if len(text) <= MAX_SAMPLE_CHARS else text[:MAX_SAMPLE_CHARS] + "\n..."
 
 
 def answer_problems(answer: ToolCodeAnswer, asked: list[str], known: set[str]) -> list[str]:
@@ -83,25 +73,40 @@ class ToolCodeStage:
         self.rounds, self.report, self.sample = rounds, report, sample
         self.tools = {t.name: t for t in draft.tools}
         self.bodies = bodies if bodies is not None else {}  # filled in place: a failed build keeps them
-        self.context = dict(scenario=draft.scenario, schema_sql=draft.schema_sql, samples=sample_rows(db_bytes),
-                            imports=TOOL_IMPORTS, today=REFERENCE_DATE,
-                            today_iso=TODAY.isoformat())
+        self.context = EnvContext.of(draft)
+        self.samples = sample_rows(db_bytes, SAMPLE_ROWS)
+
+    def _subject(self, names: list[str]) -> str:
+        return self.draft.env_id if len(names) == len(self.tools) else f"{self.draft.env_id}/{'+'.join(names)}"
 
     async def _ask(self, prompt: str, asked: list[str], **extra: Any) -> None:
         answer = await self.gateway.structured(
-            ToolCodeAnswer, render_prompt(prompt, **self.context, **extra), stage=STAGE,
-            subject=self.draft.env_id, check=lambda a: answer_problems(a, asked, set(self.tools)),
-            sample=self.sample,
+            ToolCodeAnswer, self.context.messages(prompt, samples=self.samples, imports=TOOL_IMPORTS, **extra),
+            stage=STAGE, subject=self._subject(asked), check=lambda a: answer_problems(a, asked, set(self.tools)),
+            sample=self.sample, grow=len(asked) == 1,
         )
         for function in answer.functions:
             if function.name in asked or (function.name in self.tools and function.name not in self.bodies):
                 self.bodies[function.name] = normalize_body(function.body)
 
+    def _batches(self, names: list[str]) -> list[list[str]]:
+        limit = planned_tokens(STAGE, self.gateway.settings.max_tokens)
+        return pack(names, {n: body_tokens(self.tools[n]) for n in names}, limit)
+
+    async def _new_batch(self, batch: list[str], whole: bool = False) -> None:
+        batch = [n for n in batch if n not in self.bodies]  # an earlier reply may have brought them
+        if batch:
+            await self._ask("tool_code", batch, tools=[describe(self.tools[n]) for n in batch])
+
+    _failures: dict[str, str] = {}
+
+    async def _repair_batch(self, batch: list[str], whole: bool = False) -> None:
+        failing = [describe(self.tools[n], self.bodies.get(n, ""), clip(self._failures[n], 2500)) for n in batch]
+        await self._ask("tool_code_repair", batch, failing=failing)
+
     async def run(self) -> dict[str, str]:
-        while missing := [n for n in self.tools if n not in self.bodies]:
-            batch = missing[:BATCH_SIZE]
-            await self._ask("tool_code", batch, tools=[describe(self.tools[n]) for n in batch],
-                            all_tools=[describe(t) for t in self.tools.values()])
+        missing = [n for n in self.tools if n not in self.bodies]
+        await in_pieces(self._batches(missing), self._new_batch, stage=STAGE, report=self.report, what="tool bodies")
         while True:
             self.report.rounds += 1
             draft = self.draft.model_copy(update={"tool_bodies": dict(self.bodies)})
@@ -115,9 +120,9 @@ class ToolCodeStage:
             if self.report.repairs >= self.rounds:
                 raise StageFailed(STAGE, problems, self.report)
             self.report.repairs += 1
-            failing = [describe(self.tools[n], self.bodies.get(n, ""), clip(p, 2500)) for n, p in failures.items()]
-            await self._ask("tool_code_repair", list(failures), failing=failing,
-                            all_tools=[describe(t) for t in self.tools.values()])
+            self._failures = failures
+            await in_pieces(self._batches(list(failures)), self._repair_batch, stage=STAGE, report=self.report,
+                            what="tool bodies")
 
 
 async def generate_tool_code(
@@ -133,7 +138,7 @@ async def generate_tool_code(
 
 
 def tool_draft(scenario: Scenario, tasks: list[Task], schema_sql: str, data_sql: str,
-               tools: list[ToolSpec]) -> EnvDraft:
-    """The EnvDraft the tool_code stage fills in."""
+               tools: list[ToolSpec], **env: Any) -> EnvDraft:
+    """The EnvDraft the tool_code stage fills in (`env`: today, acting_user, rules)."""
     return EnvDraft(env_id=scenario.env_id, title=scenario.name, scenario=scenario, schema_sql=schema_sql,
-                    data_sql=data_sql, tools=tools, tasks=tasks)
+                    data_sql=data_sql, tools=tools, tasks=tasks, **env)

@@ -96,20 +96,32 @@ def _primary_key(conn: sqlite3.Connection, table: str) -> str | None:
     return pk[0] if len(pk) == 1 else None
 
 
+def id_tables(tool: str, param: str, tables: list[str]) -> list[str]:
+    """Tables an id parameter may point into, best first (owner_id -> owners; `id` of
+    cancel_booking -> bookings); [] when `param` is not an id."""
+    lowered = param.lower()
+    if not (lowered.endswith("_id") or lowered == "id"):
+        return []
+    stem = lowered[:-3] if lowered != "id" else tool.split("_", 1)[-1]
+    return list(dict.fromkeys(_tables_for(stem.split("_")[-1], tables) + _tables_for(stem, tables)))
+
+
+def primary_key(conn: sqlite3.Connection, table: str) -> str | None:
+    return _primary_key(conn, table)
+
+
 def plausible_values(conn: sqlite3.Connection, tool: str, name: str, type_: str) -> list[Any]:
     """Values for parameter `name` taken from the data when a column fits, else [a typed default]."""
     tables = user_tables(conn)
     columns = {t: table_columns(conn, t) for t in tables}
     lowered = name.lower()
     # An id parameter: the first row of the table it names (owner_id -> owners.id).
-    if lowered.endswith("_id") or lowered == "id":
-        stem = lowered[:-3] if lowered != "id" else tool.split("_", 1)[-1]
-        for table in _tables_for(stem.split("_")[-1], tables) + _tables_for(stem, tables):
-            pk = _primary_key(conn, table)
-            if pk:
-                values = [v for v in _values(conn, table, pk) if _fits(v, type_)]
-                if values:
-                    return values
+    for table in id_tables(tool, name, tables):
+        pk = _primary_key(conn, table)
+        if pk:
+            values = [v for v in _values(conn, table, pk) if _fits(v, type_)]
+            if values:
+                return values
     # A column of the same name, preferring tables the tool's name mentions (find_pets -> pets).
     words = set(tool.lower().split("_"))
     mentioned = [t for t in tables if t.lower() in words or t.lower().rstrip("s") in words]
