@@ -49,6 +49,17 @@ def open_pool():
         yield p
 
 
+_LOADED: list = []
+
+
+@pytest.fixture(autouse=True)
+def _close_envs():
+    """Each env holds its own worker: close what a test loaded, so the next finds a free one."""
+    yield
+    while _LOADED:
+        _LOADED.pop().close()
+
+
 def _pid(pool: SandboxPool, ep) -> int:
     return pool.stats()[ep._handle.slot]["pid"]
 
@@ -110,7 +121,7 @@ def test_restricted_builtins_stop_what_the_static_check_would_have(tmp_path):
     cases = {
         "open": ("return open('/etc/passwd').read()", "NameError: name 'open' is not defined"),
         "import": ("import os\nreturn os.getcwd()", "ImportError: import of 'os' is not allowed"),
-        "getattr": ("return getattr(db, '__class__')", "AttributeError: access to private attribute"),
+        "getattr": ("return getattr(db, '__class__')", "AttributeError: access to attribute '__class__'"),
         "eval": ("return eval('1')", "NameError: name 'eval' is not defined"),
     }
     with SandboxPool(workers=1, call_timeout=CALL_TIMEOUT, ast_check=False) as pool:
@@ -124,7 +135,10 @@ def test_restricted_builtins_stop_what_the_static_check_would_have(tmp_path):
 
 
 def _run(tmp_path: Path, pool: SandboxPool, body: str, name: str) -> tuple[dict, object, int]:
+    while _LOADED:  # callers only look at the latest env
+        _LOADED.pop().close()
     env = Env.load(hostile_env(tmp_path, body, name), pool=pool)
+    _LOADED.append(env)
     ep = env.episode("task_01")
     pid = _pid(pool, ep)
     return ep.call("evil"), ep, pid
@@ -133,10 +147,11 @@ def _run(tmp_path: Path, pool: SandboxPool, body: str, name: str) -> tuple[dict,
 def test_worker_runs_unprivileged_without_network(open_pool):
     open_pool.warm()
     for info in (s["info"] for s in open_pool.stats()):
-        if os.geteuid() == 0:
-            assert info["uid"] == 65534 and info["dropped_root"], info
-            assert info["netns"] or info["notes"], info  # when unshare is refused, it says so
+        assert info["uid"] == 65534, info  # nobody (as root), or unmapped in its own user namespace
+        assert info["layers"] == {"netns": True, "no_new_privs": True, "landlock": True, "seccomp": True,
+                                  "nondumpable": True}, info["notes"]
         assert info["pid"] != os.getpid()
+    assert open_pool.missing_layers == [] and open_pool.unverifiable() is None
 
 
 @pytest.mark.parametrize("body, blocked", [
@@ -178,7 +193,7 @@ def test_network_is_unreachable(tmp_path, open_pool):
 
 
 @pytest.mark.parametrize("body, blocked", [
-    ("import subprocess\nreturn subprocess.run(['touch', MARKER]).returncode", "import subprocess"),
+    ("import subprocess\nreturn subprocess.run(['touch', MARKER]).returncode", "subprocess"),
     ("import os\nreturn os.system('touch ' + MARKER)", "os.system"),
     ("import os\npid = os.fork()\nif pid == 0:\n    open(MARKER, 'w')\n    os._exit(0)\nreturn pid", "os.fork"),
     ("import os\nreturn os.posix_spawn('/usr/bin/touch', ['touch', MARKER], {})", "os.posix_spawn"),

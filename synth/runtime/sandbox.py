@@ -1,21 +1,25 @@
-"""The parent side of the sandbox: a pool of worker processes that run env code.
+"""The parent side of the sandbox: worker processes that run env code.
 
-Each worker is `python -S -m synth.runtime.worker` (see worker.py for what it
-locks down) talking over two pipes. A worker serves one request at a time; the
-pool spreads episodes over workers and loads an env's code into a worker the
-first time one of its episodes lands there.
+Each worker is `python -S -m synth.runtime.worker` (see worker.py and confine.py
+for what it locks down) talking over two pipes. One worker serves one request
+at a time and only ever holds one env's code: the pool binds a worker to an
+env the first time it loads that env there, and a worker that held another env
+is replaced by a fresh process, never reused. At most `workers` processes run;
+an env gets more of them (up to the cap) when its episodes run concurrently,
+and an idle worker of another env is replaced when the cap is reached.
 
 Timeouts: the worker interrupts a call itself at `call_timeout` (the episode
 survives); if it has not answered `grace` seconds later it is killed. A killed
-or crashed worker loses only its own episodes: later calls on them raise
+or crashed worker loses only its own env's episodes: later calls on them raise
 EpisodeLost naming the reason, and the next request starts a fresh worker.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import itertools
 import json
-import logging
 import os
 import pickle
 import select
@@ -29,15 +33,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from synth.errors import SynthError
-from synth.runtime import wire
+from synth.runtime import confine, wire
 from synth.runtime.codecheck import CodeRejected, check_source
 
-log = logging.getLogger(__name__)
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # the folder holding `synth/`
 
 
 class SandboxError(SynthError):
     """The sandbox itself failed (a worker could not start)."""
+
+
+class PoolBusy(SandboxError):
+    """Every worker holds live episodes of other envs; none freed up in time."""
 
 
 class EpisodeLost(SynthError):
@@ -66,8 +73,11 @@ class _Slot:
     rfd: int = -1
     poller: select.poll | None = None
     generation: int = 0
-    loaded: set = field(default_factory=set)
-    episodes: int = 0
+    env: str | None = None  # the env this slot serves (None: free)
+    loaded: str | None = None  # the env whose code its process holds (None: a clean process)
+    episodes: int = 0  # live episodes of the current generation
+    pending: int = 0  # requests that reserved the slot and are still opening or loading
+    last_used: float = 0.0
     deaths: dict = field(default_factory=dict)  # generation -> reason it ended
     info: dict = field(default_factory=dict)
 
@@ -82,6 +92,8 @@ def _exit_reason(code: int | None) -> str:
     if code is None:
         return "did not exit"
     if code < 0:
+        if -code == signal.SIGSYS:
+            return "killed by SIGSYS: it made a system call the sandbox forbids"
         try:
             return f"killed by {signal.Signals(-code).name}"
         except ValueError:
@@ -107,31 +119,76 @@ def check_env_code(tools_src: str, verifiers_src: str) -> None:
             raise CodeRejected(filename, problems)
 
 
+@functools.lru_cache(1)
+def _binding_paths() -> tuple[str, ...]:
+    """Folders holding the seccomp and Landlock bindings (the worker starts with -S)."""
+    found = []
+    for name in ("landlock", "pyseccomp"):
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.origin:
+            folder = os.path.dirname(os.path.dirname(spec.origin)) if spec.submodule_search_locations \
+                else os.path.dirname(spec.origin)
+            if folder not in found:
+                found.append(folder)
+    return tuple(found)
+
+
+_noticed: set[str] = set()
+
+
+def _notice_weak(missing: list[str], notes: list[str], allowed: bool) -> None:
+    """One line on stderr per process when the OS layer is incomplete."""
+    key = ",".join(missing)
+    if key in _noticed:
+        return
+    _noticed.add(key)
+    why = "; ".join(notes[:3]) or "unavailable"
+    then = ("--allow-weak-sandbox given: envs may still be marked verified" if allowed
+            else "envs will not be marked verified unless you pass --allow-weak-sandbox")
+    print(f"warning: sandbox OS layer incomplete on this machine (missing {', '.join(missing)}: {why}); {then}",
+          file=sys.stderr, flush=True)
+
+
 class SandboxPool:
     """Worker processes for untrusted env code; safe to use from many threads.
 
-    `ast_check` and `restricted` (restricted builtins) exist to be switched off
-    only by the sandbox's own tests, to show the OS layer holds without them.
+    `ast_check`, `restricted` (restricted builtins), `audit` (the audit hook) and
+    `skip_layers` (OS layers) exist to be switched off only by the sandbox's own
+    tests, to show each layer holds without the others.
     """
 
     def __init__(self, workers: int = 2, memory_mb: int = 1024, call_timeout: float | None = None, *,
                  grace: float = 1.0, cpu_seconds: int = 3600, startup_timeout: float = 30.0,
-                 ast_check: bool = True, restricted: bool = True):
-        if call_timeout is None:
+                 wait_timeout: float = 120.0, max_argument_bytes: int | None = None,
+                 max_result_bytes: int | None = None, allow_weak: bool | None = None,
+                 ast_check: bool = True, restricted: bool = True, audit: bool = True,
+                 skip_layers: tuple[str, ...] = ()):
+        if call_timeout is None or max_argument_bytes is None or max_result_bytes is None or allow_weak is None:
             from synth.config import load_settings
 
-            call_timeout = load_settings().tool_timeout
+            settings = load_settings()
+            call_timeout = settings.tool_timeout if call_timeout is None else call_timeout
+            max_argument_bytes = settings.max_argument_bytes if max_argument_bytes is None else max_argument_bytes
+            max_result_bytes = settings.max_result_bytes if max_result_bytes is None else max_result_bytes
+            allow_weak = settings.allow_weak_sandbox if allow_weak is None else allow_weak
         if workers < 1:
             raise ValueError("a sandbox pool needs at least one worker")
         self.call_timeout, self.grace = call_timeout, grace
         self.memory_mb, self.cpu_seconds, self.startup_timeout = memory_mb, cpu_seconds, startup_timeout
-        self.ast_check, self.restricted = ast_check, restricted
+        self.wait_timeout = wait_timeout
+        self.max_argument_bytes, self.max_result_bytes = max_argument_bytes, max_result_bytes
+        self.allow_weak = allow_weak
+        self.ast_check, self.restricted, self.audit = ast_check, restricted, audit
+        self.skip_layers = tuple(skip_layers)
+        self.missing_layers: list[str] = []
         self._slots = [_Slot(i) for i in range(workers)]
         self._envs: dict[str, tuple] = {}
         self._lock = threading.Lock()
+        self._freed = threading.Condition(self._lock)
         self._ids = itertools.count(1)
         self._closed = False
         self._finalizer = weakref.finalize(self, _shutdown, self._slots)
+        confine.mark_nondumpable()  # our environment (API keys) and memory stay ours
         ref = weakref.ref(self)
         os.register_at_fork(after_in_child=lambda: (pool := ref()) and pool._forget_workers())
 
@@ -146,8 +203,9 @@ class SandboxPool:
                 slot.deaths[slot.generation] = "it belongs to the parent of this forked process"
                 slot.generation += 1
             slot.proc, slot.wfd, slot.rfd, slot.poller = None, -1, -1, None
-            slot.loaded, slot.episodes = set(), 0
+            slot.env, slot.loaded, slot.episodes, slot.pending = None, None, 0, 0
         self._lock = threading.Lock()
+        self._freed = threading.Condition(self._lock)
 
     # ----------------------------------------------------------------- workers
 
@@ -155,9 +213,11 @@ class SandboxPool:
         to_worker_r, to_worker_w = os.pipe()
         from_worker_r, from_worker_w = os.pipe()
         config = {"rfd": to_worker_r, "wfd": from_worker_w, "memory_mb": self.memory_mb,
-                  "cpu_seconds": self.cpu_seconds, "timeout": self.call_timeout, "restricted": self.restricted}
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": _PACKAGE_ROOT,
-               "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0", "LANG": "C.UTF-8"}
+                  "cpu_seconds": self.cpu_seconds, "timeout": self.call_timeout, "restricted": self.restricted,
+                  "audit": self.audit, "skip_layers": list(self.skip_layers), "paths": list(_binding_paths()),
+                  "max_result_bytes": self.max_result_bytes}
+        # Nothing from our environment: no API keys, no proxies, no HOME.
+        env = {"PYTHONPATH": _PACKAGE_ROOT, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0"}
         try:
             proc = subprocess.Popen(
                 [sys.executable, "-S", "-m", "synth.runtime.worker", json.dumps(config)],
@@ -179,33 +239,42 @@ class SandboxPool:
         except (wire.WireClosed, wire.WireTimeout, pickle.UnpicklingError, ValueError, OSError) as exc:
             proc.kill()
             err = proc.stderr.read().decode(errors="replace").strip().splitlines() if proc.stderr else []
-            self._discard(slot)
+            _close_slot(slot)
             detail = err[-1] if err else type(exc).__name__
             raise SandboxError(f"sandbox worker failed to start: {detail}") from None
         proc.stderr.close()
-        slot.info = hello[1] if isinstance(hello, tuple) and len(hello) == 2 else {}
-        if not slot.info.get("netns"):
-            log.debug("sandbox worker %s: no network namespace (%s)", proc.pid, slot.info.get("notes"))
+        slot.info = hello[1] if isinstance(hello, tuple) and len(hello) == 2 and isinstance(hello[1], dict) else {}
+        missing = confine.missing(slot.info)
+        if missing:
+            self.missing_layers = sorted(set(self.missing_layers) | set(missing))
+            _notice_weak(missing, [str(n) for n in slot.info.get("notes", [])], self.allow_weak)
 
-    def _discard(self, slot: _Slot) -> None:
-        _close_slot(slot)
+    def unverifiable(self) -> str | None:
+        """Why envs run by this pool must not be marked verified (None: they may be)."""
+        if not self.missing_layers or self.allow_weak:
+            return None
+        return (f"the sandbox's OS layer is incomplete on this machine (missing {', '.join(self.missing_layers)}); "
+                "pass --allow-weak-sandbox to mark envs verified anyway")
 
     def _die(self, slot: _Slot, reason: str) -> None:
         """Record why this generation ended, drop its state; the next request starts anew."""
         slot.deaths[slot.generation] = reason
-        self._discard(slot)
+        _close_slot(slot)
         slot.generation += 1
-        slot.loaded = set()
+        slot.loaded = None
         with self._lock:
             slot.episodes = 0
+            self._freed.notify_all()
 
-    def _request(self, slot: _Slot, request: tuple, timeout: float) -> tuple:
+    def _request(self, slot: _Slot, request: tuple, timeout: float, limit: int | None = None) -> tuple:
         """Send one request and wait for its reply (caller holds slot.lock)."""
         if slot.proc is None:
             self._start(slot)
         try:
-            wire.send(slot.wfd, request)
+            wire.send(slot.wfd, request, limit)
             reply = wire.recv_untrusted(slot.rfd, slot.poller, time.monotonic() + timeout)
+        except wire.TooLarge:
+            raise
         except wire.WireTimeout:
             reason = f"timed out after {timeout:g} s"
             self._die(slot, reason)
@@ -224,91 +293,144 @@ class SandboxPool:
             raise _Died("sent a malformed reply", False)
         return reply
 
-    # ----------------------------------------------------------------- envs
+    # ----------------------------------------------------------------- placing envs on workers
 
-    def register_env(self, key: str, label: str, tools_src: str, verifiers_src: str, initial: bytes,
-                     tool_names: list[str]) -> dict:
-        """Check and load an env's code once (errors surface here), keep it for other workers."""
-        if self.ast_check:
-            check_env_code(tools_src, verifiers_src)
-        payload = (label, tools_src, verifiers_src, initial, list(tool_names))
-        self._envs[key] = payload
-        slot = self._least_loaded(reserve=False)
-        with slot.lock:
-            try:
-                return self._load(slot, key)
-            except BaseException:
-                self._envs.pop(key, None)
-                raise
+    def _reserve(self, key: str) -> _Slot:
+        """A slot for env `key`, counted as pending until the caller releases it.
 
-    def _load(self, slot: _Slot, key: str) -> dict:
+        Preference: an idle worker of this env; a free slot (a clean process first);
+        the least loaded worker of this env; an idle worker of another env (its process
+        is replaced). When every worker is busy with other envs, wait for one to free up."""
+        deadline = time.monotonic() + self.wait_timeout
+        with self._lock:
+            while True:
+                if self._closed:
+                    raise SandboxError("the sandbox pool is closed")
+                if key not in self._envs:
+                    raise SandboxError("the env was closed")
+                idle = [s for s in self._slots if s.episodes + s.pending == 0]
+                mine = [s for s in self._slots if s.env == key]
+                slot = (min((s for s in idle if s.env == key), key=lambda s: s.index, default=None)
+                        or min((s for s in idle if s.env is None), key=lambda s: (s.proc is None, s.index),
+                               default=None)
+                        or min(mine, key=lambda s: (s.episodes + s.pending, s.index), default=None)
+                        or min(idle, key=lambda s: s.last_used, default=None))
+                if slot is not None:
+                    slot.env = key  # claimed: no other env can take it until it is idle again
+                    slot.pending += 1
+                    slot.last_used = time.monotonic()
+                    return slot
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise PoolBusy(f"all {len(self._slots)} sandbox workers hold live episodes of other envs; "
+                                   "close finished episodes or raise --workers")
+                self._freed.wait(left)
+
+    def _settle(self, slot: _Slot, opened: int = 0) -> None:
+        """End a reservation; `opened` episodes now live on the slot."""
+        with self._lock:
+            slot.pending -= 1
+            slot.episodes += opened
+            self._freed.notify_all()
+
+    def _bind(self, slot: _Slot, key: str) -> dict | None:
+        """Make sure `slot` runs a process holding `key`'s code and nothing else's (caller holds slot.lock)."""
+        if slot.loaded not in (None, key):
+            self._die(slot, "its worker was given to another env")
+        if slot.loaded == key and slot.proc is not None:
+            return None
         try:
             reply = self._request(slot, ("load", key, *self._envs[key]), self.call_timeout + self.grace)
         except _Died as died:
             raise EnvLoadError(f"loading the env's code killed its sandbox worker ({died.reason})") from None
+        except BaseException:
+            self._die(slot, "loading its env failed")
+            raise
         if reply[0] != "ok":
+            self._die(slot, "its env failed to load")
             raise EnvLoadError(f"{reply[2]}; fix the env's code")
-        slot.loaded.add(key)
+        slot.loaded = key
         return reply[1]
 
+    def register_env(self, key: str, label: str, tools_src: str, verifiers_src: str, initial: bytes,
+                     tool_names: list[str]) -> dict:
+        """Check and load an env's code once (errors surface here), keep it for more workers."""
+        if self.ast_check:
+            check_env_code(tools_src, verifiers_src)
+        with self._lock:
+            self._envs[key] = (label, tools_src, verifiers_src, initial, list(tool_names))
+        try:
+            slot = self._reserve(key)
+            try:
+                with slot.lock:
+                    return self._bind(slot, key) or {}
+            finally:
+                self._settle(slot)
+        except BaseException:
+            with self._lock:
+                self._envs.pop(key, None)
+                for s in self._slots:
+                    if s.env == key and s.episodes + s.pending == 0:
+                        s.env = None
+            raise
+
     def unregister_env(self, key: str) -> None:
-        if self._envs.pop(key, None) is None:
-            return
-        for slot in self._slots:
+        """Forget an env and stop its workers (their processes held its code)."""
+        with self._lock:
+            if self._envs.pop(key, None) is None:
+                return
+            mine = [s for s in self._slots if s.env == key]
+        for slot in mine:
             with slot.lock:
-                if key in slot.loaded:
-                    slot.loaded.discard(key)
-                    try:
-                        self._request(slot, ("unload", key), self.call_timeout + self.grace)
-                    except _Died:
-                        pass  # the worker is gone, and the env with it
+                if slot.loaded == key:
+                    self._die(slot, "its env was closed")
+            with self._lock:
+                if slot.env == key:
+                    slot.env = None
+                self._freed.notify_all()
 
     # ----------------------------------------------------------------- episodes
 
-    def _least_loaded(self, reserve: bool = True) -> _Slot:
-        with self._lock:
-            if self._closed:
-                raise SandboxError("the sandbox pool is closed")
-            slot = min(self._slots, key=lambda s: (s.episodes, s.index))
-            if reserve:
-                slot.episodes += 1  # counted now so concurrent opens spread out
-            return slot
-
     def open_episode(self, key: str) -> Handle:
-        slot = self._least_loaded()
+        slot = self._reserve(key)
+        opened = 0
         try:
             with slot.lock:
-                if key not in slot.loaded:
-                    self._load(slot, key)
+                self._bind(slot, key)
                 ep = next(self._ids)
                 try:
-                    self._request(slot, ("open", ep, key), self.call_timeout + self.grace)
+                    reply = self._request(slot, ("open", ep, key), self.call_timeout + self.grace)
                 except _Died as died:
                     raise SandboxError(f"sandbox worker died while opening an episode ({died.reason})") from None
+                if reply[0] != "ok":
+                    raise SandboxError(f"the env's code failed to start an episode: {reply[2]}")
+                opened = 1
                 return Handle(slot.index, slot.generation, ep)
-        except BaseException:
-            with self._lock:
-                slot.episodes = max(0, slot.episodes - 1)
-            raise
+        finally:
+            self._settle(slot, opened)
 
-    def _on_episode(self, handle: Handle, request: tuple, what: str) -> tuple:
+    def _on_episode(self, handle: Handle, request: tuple, what: str, limit: int | None = None) -> tuple:
         slot = self._slots[handle.slot]
         with slot.lock:
             if slot.generation != handle.generation:
                 reason = slot.deaths.get(handle.generation, "it was stopped")
                 raise EpisodeLost(f"episode lost: worker crashed ({reason})")
             try:
-                return self._request(slot, request, self.call_timeout + self.grace)
+                return self._request(slot, request, self.call_timeout + self.grace, limit)
+            except wire.TooLarge as exc:
+                return ("refused", f"the arguments are {exc.size:,} bytes; the limit is {exc.limit:,} bytes")
             except _Died as died:
                 kind = "killed" if died.timed_out else "crash"
                 return ("error", kind, f"{what} stopped its sandbox worker ({died.reason}); the worker was "
                         "restarted and this episode is lost", "")
 
     def call(self, handle: Handle, tool: str, kwargs: dict) -> tuple:
-        return self._on_episode(handle, ("call", handle.ep, tool, kwargs), f"tool {tool!r}")
+        return self._on_episode(handle, ("call", handle.ep, tool, kwargs), f"tool {tool!r}",
+                                self.max_argument_bytes)
 
     def evaluate(self, handle: Handle, verifier: str, answer: str | None) -> tuple:
-        return self._on_episode(handle, ("evaluate", handle.ep, verifier, answer), f"verifier {verifier!r}")
+        return self._on_episode(handle, ("evaluate", handle.ep, verifier, answer), f"verifier {verifier!r}",
+                                self.max_argument_bytes)
 
     def snapshot(self, handle: Handle) -> bytes:
         reply = self._on_episode(handle, ("snapshot", handle.ep), "snapshot")
@@ -324,23 +446,26 @@ class SandboxPool:
             return  # its worker is gone: nothing left to free, and the count was reset
         with self._lock:
             slot.episodes = max(0, slot.episodes - 1)
+            self._freed.notify_all()
 
     # ----------------------------------------------------------------- lifecycle
 
     def warm(self) -> None:
-        """Start every worker now rather than on first use."""
+        """Start every worker now rather than on first use (clean, bound to no env yet)."""
         for slot in self._slots:
             with slot.lock:
-                if slot.proc is None:
+                if slot.proc is None and slot.loaded is None:
                     self._start(slot)
 
     def stats(self) -> list[dict]:
         return [{"worker": s.index, "pid": s.proc.pid if s.proc else None, "generation": s.generation,
-                 "episodes": s.episodes, "deaths": dict(s.deaths), "info": dict(s.info)} for s in self._slots]
+                 "env": s.env, "loaded": s.loaded, "episodes": s.episodes, "deaths": dict(s.deaths), "info": dict(s.info)}
+                for s in self._slots]
 
     def close(self) -> None:
         with self._lock:
             self._closed = True
+            self._freed.notify_all()
         self._finalizer()
 
     def __enter__(self) -> "SandboxPool":
@@ -376,5 +501,5 @@ def default_pool() -> SandboxPool:
     global _default
     with _default_lock:
         if _default is None or _default._closed:
-            _default = SandboxPool(workers=max(1, min(2, os.cpu_count() or 1)))
+            _default = SandboxPool(workers=max(2, min(4, os.cpu_count() or 1)))
         return _default
