@@ -73,7 +73,6 @@ def open_guarded(data: bytes, readonly: bool = False) -> sqlite3.Connection:
     sqlite3.Connection.set_authorizer(conn, _authorize)
     conn.row_factory = sqlite3.Row
     conn.execute("PRAGMA foreign_keys=ON")
-    conn.execute("PRAGMA temp_store=MEMORY")  # large sorts never need a temp file
     if readonly:
         conn.execute("PRAGMA query_only=ON")
     return conn
@@ -88,7 +87,7 @@ class LoadedEnv:
     initial: bytes
 
 
-@dataclass
+@dataclass(slots=True)
 class LiveEpisode:
     key: str
     conn: sqlite3.Connection
@@ -135,6 +134,8 @@ class Host:
         self.max_result_bytes = max_result_bytes
         self.envs: dict[str, LoadedEnv] = {}
         self.episodes: dict[int, LiveEpisode] = {}
+        self._spares: dict[str, tuple[str, dict[str, Any]]] = {}  # env key -> a tools module no episode used
+        self._spare_ids = 0
         self._guard = guard  # tells the worker's audit hook when env code is running
         self._violations = violations if violations is not None else []
         self._deadline = 0.0
@@ -165,22 +166,30 @@ class Host:
     def _progress(self) -> int:
         return 1 if self._deadline and time.monotonic() > self._deadline else 0
 
-    @contextmanager
-    def _env_code(self) -> Iterator[None]:
+    def _enter(self) -> bool:
+        """Env code starts: arm the deadline (main thread only) and tell the audit hook."""
         timed = self.timeout is not None and threading.current_thread() is threading.main_thread()
         if timed:
             self._deadline = time.monotonic() + self.timeout
             signal.setitimer(signal.ITIMER_REAL, self.timeout)
         if self._guard:
             self._guard(True)
+        return timed
+
+    def _leave(self, timed: bool) -> None:
+        if timed:
+            self._deadline = 0.0  # first: an alarm landing now must not raise
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        if self._guard:
+            self._guard(False)
+
+    @contextmanager
+    def _env_code(self) -> Iterator[None]:
+        timed = self._enter()
         try:
             yield
         finally:
-            if timed:
-                self._deadline = 0.0  # first: an alarm landing now must not raise
-                signal.setitimer(signal.ITIMER_REAL, 0)
-            if self._guard:
-                self._guard(False)
+            self._leave(timed)
 
     def _failure(self, exc: BaseException, what: str, message: str) -> tuple:
         # Only the env's frames (and stdlib below them): synth's own frames are noise to a repairer.
@@ -227,6 +236,9 @@ class Host:
 
     def op_unload(self, key: str) -> tuple:
         env = self.envs.pop(key, None)
+        spare = self._spares.pop(key, None)
+        if spare:
+            drop_module(spare[0])
         for ep in [ep for ep, live in self.episodes.items() if live.key == key]:
             self.op_close(ep)
         for part, (_, filename) in env.code.items() if env else []:
@@ -242,17 +254,55 @@ class Host:
         code, filename = env.code[part]
         return vars(run_module(name, code, filename, restricted=self.restricted))
 
+    def _run_tools(self, env: LoadedEnv, name: str) -> dict[str, Any]:
+        code, filename = env.code["tools"]
+        timed = self._enter()
+        try:
+            return vars(run_module(name, code, filename, restricted=self.restricted))
+        except BaseException:
+            drop_module(name)
+            raise
+        finally:
+            self._leave(timed)
+
+    def prepare(self) -> None:
+        """Run a spare tools module for each env now, between requests (the worker calls this
+        after each reply), so opening an episode does not wait for it. A spare that raised or
+        did anything the sandbox refused is dropped: op_open then runs the module itself and
+        reports what happened."""
+        for key, env in self.envs.items():
+            if key in self._spares:
+                continue
+            self._spare_ids += 1
+            name = f"synth_env_{key}_tools_s{self._spare_ids}"
+            try:
+                namespace = self._run_tools(env, name)
+            except BaseException:  # noqa: BLE001 - reported when an episode opens
+                self._violations.clear()
+                continue
+            if self._violations:
+                self._violations.clear()
+                drop_module(name)
+                continue
+            self._spares[key] = (name, namespace)
+
     def op_open(self, ep: int, key: str) -> tuple:
         env = self.envs[key]
-        live = LiveEpisode(key, None, {}, Exception)  # type: ignore[arg-type]
-        try:
-            with self._env_code():
-                live.tools, live.tool_error = _tool_functions(self._module(live, env, "tools", ep), env.tool_names)
-        except BaseException as exc:
-            for name in live.modules:
+        spare = self._spares.pop(key, None)
+        if spare is not None:
+            name, namespace = spare
+        else:
+            name = f"synth_env_{key}_tools_{ep}"
+            try:
+                namespace = self._run_tools(env, name)
+            except BaseException as exc:
+                return (self._violation("starting an episode")
+                        or self._failure(exc, "running tools.py", _safe_str(exc)))
+            violation = self._violation("starting an episode")
+            if violation:
                 drop_module(name)
-            return self._violation("starting an episode") or self._failure(exc, "running tools.py", _safe_str(exc))
-        live.conn = open_guarded(env.initial)
+                return violation
+        live = LiveEpisode(key, open_guarded(env.initial), *_tool_functions(namespace, env.tool_names), [name])
         if self.timeout is not None:
             sqlite3.Connection.set_progress_handler(live.conn, self._progress, _PROGRESS_OPS)
         self.episodes[ep] = live

@@ -14,6 +14,7 @@ run the same code the same way.
 
 from __future__ import annotations
 
+import __future__
 import builtins
 import functools
 import linecache
@@ -67,11 +68,19 @@ def safe_module(name: str) -> SafeModule:
     return module
 
 
+_IMPORTED: dict[tuple[str, bool], SafeModule] = {}  # (name, from-import?) -> stand-in: imports run per episode
+
+
 def _restricted_import(name: str, globals=None, locals=None, fromlist=(), level=0):  # noqa: A002
+    found = _IMPORTED.get((name, bool(fromlist))) if not level and isinstance(name, str) else None
+    if found is not None:
+        return found
     if level or not isinstance(name, str) or name.split(".")[0] not in ALLOWED_IMPORTS:
         raise ImportError(f"import of {name!r} is not allowed in environment code")
     builtins.__import__(name, None, None, (), 0)  # loads it (and its parents) if needed
-    return safe_module(name) if fromlist else safe_module(name.split(".")[0])
+    module = safe_module(name) if fromlist else safe_module(name.split(".")[0])
+    _IMPORTED[(name, bool(fromlist))] = module
+    return module
 
 
 def _public(name: Any) -> str:
@@ -106,16 +115,12 @@ def _builtins_template() -> dict[str, Any]:
     return table
 
 
-def safe_builtins() -> dict[str, Any]:
-    """A fresh builtins dict for one module (fresh, so one module cannot alter another's)."""
-    return _builtins_template().copy()
-
-
 def compile_source(source: str, filename: str) -> types.CodeType:
     """Compile once per env; the source goes into linecache so tracebacks need no file reads."""
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     with _PARSE_LOCK:  # see codecheck: the 3.11 parser is not thread-safe
-        return compile(source, filename, "exec")
+        # Annotations stay strings (PEP 563): evaluating them on every episode's run is wasted work.
+        return compile(source, filename, "exec", flags=__future__.annotations.compiler_flag, dont_inherit=True)
 
 
 def run_module(name: str, code: types.CodeType, filename: str, *, restricted: bool = True) -> types.ModuleType:
@@ -128,7 +133,9 @@ def run_module(name: str, code: types.CodeType, filename: str, *, restricted: bo
     module = types.ModuleType(name)
     module.__file__ = filename
     if restricted:
-        module.__dict__["__builtins__"] = safe_builtins()
+        # Shared, not copied: env code has no way to the dict (no __builtins__, vars or globals,
+        # no dunder attributes), and a worker process only ever holds one env.
+        module.__dict__["__builtins__"] = _builtins_template()
     sys.modules[name] = module
     try:
         exec(code, module.__dict__)  # noqa: S102 - this is the loader; the code passed the checks
@@ -144,7 +151,11 @@ def load_module(name: str, source: str, filename: str, *, restricted: bool = Tru
 
 
 def drop_module(name: str) -> None:
-    sys.modules.pop(name, None)
+    """Forget a module and empty its namespace: that breaks the function <-> globals cycles,
+    so an episode's module is freed at once instead of by a later garbage collection."""
+    module = sys.modules.pop(name, None)
+    if module is not None:
+        vars(module).clear()
 
 
 def unload_module(name: str, filename: str) -> None:

@@ -193,6 +193,7 @@ def main() -> None:
         except EOFError:
             return
         wire.send(wfd, host.handle(request))
+        host.prepare()  # the next episode's fresh module, while the parent reads the reply
 
 
 if __name__ == "__main__":
