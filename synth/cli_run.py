@@ -37,6 +37,8 @@ def run(
     run_id: Optional[str] = typer.Option(None, "--run-id", help="name the run (default: derived from the inputs)"),
     cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="model-call cache folder"),
     plain: bool = typer.Option(False, "--plain", help="plain progress lines even on a terminal"),
+    allow_weak_sandbox: Optional[bool] = typer.Option(None, "--allow-weak-sandbox", help="mark envs verified even "
+                                                      "where the sandbox's OS layer cannot be set up"),
 ) -> None:
     """Synthesize N verified environments from seeds. Rerun the same command to resume."""
     from synth.pipeline import run_pipeline
@@ -44,7 +46,8 @@ def run(
     from synth.seeds import bundled_seeds_path, load_seeds
 
     settings = settings_from(model=model, base_url=base_url, out=out, max_cost=max_cost, concurrency=concurrency,
-                             parallel_envs=parallel_envs, run_id=run_id, cache_dir=cache_dir)
+                             parallel_envs=parallel_envs, run_id=run_id, cache_dir=cache_dir,
+                             allow_weak_sandbox=allow_weak_sandbox)
     if settings.model is None:
         if os.environ.get("OPENAI_API_KEY") or os.environ.get("ANTHROPIC_API_KEY"):
             raise InputError("an API key is set but no model: pass --model provider/model (e.g. openai/gpt-4.1-mini)")

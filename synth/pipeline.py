@@ -211,7 +211,7 @@ def _status(env_dir: Path) -> str | None:
 def run_pipeline(seeds: list[Seed], n: int, settings: Settings, progress: Progress) -> dict[str, Any]:
     from synth.runtime.sandbox import SandboxPool
 
-    pool = SandboxPool(workers=2, call_timeout=settings.tool_timeout)
+    pool = SandboxPool(workers=2, call_timeout=settings.tool_timeout, allow_weak=settings.allow_weak_sandbox)
     pipeline = Pipeline(seeds, n, settings, progress, pool=pool)
     try:
         return asyncio.run(pipeline.run())

@@ -26,6 +26,7 @@ from typing import Any
 
 from synth import __version__
 from synth.database import split_statements
+from synth.envfiles import safe_env_id
 from synth.envfolder import VERIFIER_IMPORTS, read_env_draft
 from synth.export.source import ExportEnv, load_envs
 from synth.prompts import render_template
@@ -130,7 +131,7 @@ def export_awm(root: Path | str, out: Path | str) -> str:
     n_tasks = 0
     for env in envs:
         draft = read_env_draft(env.path)
-        db_path = (out / "databases" / f"{env.id}.db").resolve()
+        db_path = (out / "databases" / f"{safe_env_id(env.id)}.db").resolve()
         shutil.copyfile(env.path / "db" / "initial.sqlite", db_path)
         tasks = sorted((t for t in env.tasks if t.task_id in draft.verifier_bodies), key=lambda t: t.task_id)
         lines["gen_scenario.jsonl"].append({"name": env.id, "description": env.manifest.scenario,
