@@ -120,8 +120,8 @@ def test_refused_code_never_reaches_a_worker(tmp_path):
 def test_restricted_builtins_stop_what_the_static_check_would_have(tmp_path):
     cases = {
         "open": ("return open('/etc/passwd').read()", "NameError: name 'open' is not defined"),
-        "import": ("import os\nreturn os.getcwd()", "ImportError: import of 'os' is not allowed"),
-        "getattr": ("return getattr(db, '__class__')", "AttributeError: access to attribute '__class__'"),
+        "import": ("import os\nreturn os.getcwd()", "stopped by the sandbox: import os"),
+        "getattr": ("return getattr(db, '__class__')", "stopped by the sandbox: attribute '__class__' by name"),
         "eval": ("return eval('1')", "NameError: name 'eval' is not defined"),
     }
     with SandboxPool(workers=1, call_timeout=CALL_TIMEOUT, ast_check=False) as pool:

@@ -32,6 +32,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
+from synth.runtime import loader
 from synth.runtime.loader import compile_source, drop_module, run_module, unload_module
 
 _TB_FRAMES = 8  # last frames kept in a bug's traceback
@@ -174,6 +175,7 @@ class Host:
             signal.setitimer(signal.ITIMER_REAL, self.timeout)
         if self._guard:
             self._guard(True)
+        loader.REFUSED.clear()
         return timed
 
     def _leave(self, timed: bool) -> None:
@@ -202,10 +204,11 @@ class Host:
         return ("error", "exception", f"{what} raised {detail}", tb)
 
     def _violation(self, what: str) -> tuple | None:
-        if not self._violations:
+        if not self._violations and not loader.REFUSED:
             return None
-        found = "; ".join(self._violations[:3])
+        found = "; ".join((self._violations + loader.REFUSED)[:3])
         self._violations.clear()
+        loader.REFUSED.clear()
         return ("error", "violation", f"{what} was stopped by the sandbox: {found}", "")
 
     # ----------------------------------------------------------------- envs
@@ -279,9 +282,11 @@ class Host:
                 namespace = self._run_tools(env, name)
             except BaseException:  # noqa: BLE001 - reported when an episode opens
                 self._violations.clear()
+                loader.REFUSED.clear()
                 continue
-            if self._violations:
+            if self._violations or loader.REFUSED:
                 self._violations.clear()
+                loader.REFUSED.clear()
                 drop_module(name)
                 continue
             self._spares[key] = (name, namespace)

@@ -42,8 +42,25 @@ _DENIED = {
 _SUBMODULES = {"collections": ("abc",)}
 
 
+# What env code tried and was refused (hidden module attributes, dangerous names). The host
+# reports it as a sandbox violation even when the code swallowed the error.
+REFUSED: list[str] = []
+_HIDDEN: dict[str, frozenset[str]] = {}  # stand-in name -> real attributes it leaves out
+
+
+def refuse(what: str) -> None:
+    if len(REFUSED) < 20:
+        REFUSED.append(what)
+
+
 class SafeModule(types.ModuleType):
     """A read-only stand-in for an allowed module."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name in _HIDDEN.get(self.__name__, ()):
+            refuse(f"{self.__name__[len('<sandboxed '):-1]}.{name}")
+        raise AttributeError(f"module {self.__name__!r} has no attribute {name!r} (environment code may use "
+                             "only the plain functions and classes of allowed modules)")
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"module {self.__name__!r} is read-only in environment code")
@@ -65,6 +82,7 @@ def safe_module(name: str) -> SafeModule:
         keep[sub] = safe_module(f"{name}.{sub}")
     module = SafeModule(f"<sandboxed {name}>")
     vars(module).update(keep)
+    _HIDDEN[module.__name__] = frozenset(k for k in vars(real) if not k.startswith("__") and k not in keep)
     return module
 
 
@@ -76,6 +94,7 @@ def _restricted_import(name: str, globals=None, locals=None, fromlist=(), level=
     if found is not None:
         return found
     if level or not isinstance(name, str) or name.split(".")[0] not in ALLOWED_IMPORTS:
+        refuse(f"import {str(name)[:60]}")
         raise ImportError(f"import of {name!r} is not allowed in environment code")
     builtins.__import__(name, None, None, (), 0)  # loads it (and its parents) if needed
     module = safe_module(name) if fromlist else safe_module(name.split(".")[0])
@@ -87,6 +106,7 @@ def _public(name: Any) -> str:
     if not isinstance(name, str):
         raise TypeError("attribute name must be a string")
     if (name.startswith("_") and name not in PUBLIC_UNDERSCORE_ATTRS) or name in DANGEROUS_NAMES:
+        refuse(f"attribute {name[:60]!r} by name")
         raise AttributeError(f"access to attribute {name!r} is not allowed in environment code")
     return name
 
