@@ -27,6 +27,7 @@ from __future__ import annotations
 import ctypes
 import os
 import sysconfig
+from typing import Callable
 
 LAYERS = ("netns", "no_new_privs", "landlock", "seccomp", "nondumpable")
 
@@ -124,6 +125,7 @@ def _landlock_rules(landlock, notes: list[str]):
     if landlock is None:
         return None
     try:
+        ctypes.set_errno(0)  # the binding reads errno even after a call that succeeded
         if landlock.landlock_abi_version() < 3:  # below 3 truncate() is not covered
             notes.append(f"landlock: kernel ABI {landlock.landlock_abi_version()} < 3")
             return None
@@ -143,6 +145,7 @@ def _landlock(landlock, ruleset, notes: list[str]) -> bool:
     if ruleset is None:
         return False
     try:
+        ctypes.set_errno(0)
         ruleset.apply()
         return True
     except (OSError, landlock.LandlockError) as exc:
@@ -171,11 +174,13 @@ def _seccomp(sc, notes: list[str]) -> bool:
         return False
 
 
-def apply(skip: frozenset[str] = frozenset()) -> dict:
+def apply(skip: frozenset[str] = frozenset(), after_namespaces: Callable[[], None] | None = None) -> dict:
     """Lock this process down; returns {"layers": {name: held}, "notes": [...], "uid": ...}.
 
     `skip` names layers not to apply: only the sandbox's own tests use it, to show
-    what synth does on a machine where a layer is unavailable.
+    what synth does on a machine where a layer is unavailable. `after_namespaces`
+    runs once the namespaces are made (they need a single-threaded process) and
+    before seccomp forbids new threads: the place to start helper threads.
     """
     notes: list[str] = []
     held: dict[str, bool] = {}
@@ -183,6 +188,8 @@ def apply(skip: frozenset[str] = frozenset()) -> dict:
     seccomp = _import("pyseccomp", notes) if "seccomp" not in skip else None
     ruleset = _landlock_rules(landlock, notes)
     held["netns"] = "netns" not in skip and _unshare_net(notes)
+    if after_namespaces is not None:
+        after_namespaces()
     dropped = _drop_root(notes)
     held["no_new_privs"] = "no_new_privs" not in skip and _prctl(_PR_SET_NO_NEW_PRIVS, 1) and dropped
     held["landlock"] = "landlock" not in skip and held["no_new_privs"] and _landlock(landlock, ruleset, notes)

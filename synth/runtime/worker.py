@@ -152,8 +152,8 @@ def lockdown(config: dict, violations: list[str]) -> tuple[dict, dict]:
         importlib.import_module(name)
     _warm()
     devnull = os.open(os.devnull, os.O_WRONLY)  # opened before Landlock forbids it
-    threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True, name="parent-watch").start()
-    confined = confine.apply(frozenset(config.get("skip_layers", ())))
+    watcher = threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True, name="parent-watch")
+    confined = confine.apply(frozenset(config.get("skip_layers", ())), after_namespaces=watcher.start)
     notes = confined["notes"]
     _set_limits(config["memory_mb"], config["cpu_seconds"], notes)
     for name in ("ctypes", "ctypes._endian", "ctypes.util", "landlock", "landlock.plumbing", "landlock.porcelain",
