@@ -76,12 +76,23 @@ class EpisodeMcp:
         token = _episode_id.set(episode_id)
         try:
             if scope.get("method") == "GET":  # a stream that stays open: it ends with its episode
+                state = {"started": False, "done": False}
+
+                async def tracked(message: Any) -> None:
+                    if message["type"] == "http.response.start":
+                        state["started"] = True
+                    elif message["type"] == "http.response.body" and not message.get("more_body", False):
+                        state["done"] = True
+                    await send(message)
+
                 with anyio.CancelScope() as stream:
                     self._streams.setdefault(episode_id, set()).add(stream)
                     try:
-                        await self.manager.handle_request(scope, receive, send)
+                        await self.manager.handle_request(scope, receive, tracked)
                     finally:
                         self._streams.get(episode_id, set()).discard(stream)
+                if stream.cancelled_caught and state["started"] and not state["done"]:
+                    await send({"type": "http.response.body", "body": b"", "more_body": False})  # a clean end
             else:
                 await self.manager.handle_request(scope, receive, send)
         finally:
