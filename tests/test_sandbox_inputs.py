@@ -236,10 +236,10 @@ def test_envs_are_not_verified_without_the_os_layer_unless_allowed(tmp_path, cap
     from verifykit import make_verified_library
 
     from synth.verify import check_env
-    from synth.runtime import sandbox
+    from synth.runtime import workerproc
 
     env = make_verified_library(tmp_path)
-    sandbox._noticed.clear()
+    workerproc._noticed.clear()
     with SandboxPool(workers=1, call_timeout=5.0, skip_layers=("landlock", "seccomp"), allow_weak=False) as weak:
         refused = check_env(env, pool=weak)
     notice = capfd.readouterr().err

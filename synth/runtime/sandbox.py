@@ -16,31 +16,22 @@ EpisodeLost naming the reason, and the next request starts a fresh worker.
 
 from __future__ import annotations
 
-import functools
-import importlib.util
 import itertools
-import json
 import os
 import pickle
-import select
-import signal
 import subprocess
-import sys
 import threading
 import time
 import weakref
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 
 from synth.errors import SynthError
 from synth.runtime import confine, wire
 from synth.runtime.codecheck import CodeRejected, check_source
+from synth.runtime.workerproc import (Died, SandboxError, Slot, close_slot, exit_reason, notice_weak, shutdown,
+                                      start_worker, well_formed)
 
-_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # the folder holding `synth/`
-
-
-class SandboxError(SynthError):
-    """The sandbox itself failed (a worker could not start)."""
+__all__ = ["EnvLoadError", "EpisodeLost", "Handle", "PoolBusy", "SandboxError", "SandboxPool", "default_pool"]
 
 
 class PoolBusy(SandboxError):
@@ -64,89 +55,11 @@ class Handle:
     ep: int
 
 
-@dataclass
-class _Slot:
-    index: int
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    proc: subprocess.Popen | None = None
-    wfd: int = -1
-    rfd: int = -1
-    poller: select.poll | None = None
-    generation: int = 0
-    env: str | None = None  # the env this slot serves (None: free)
-    loaded: str | None = None  # the env whose code its process holds (None: a clean process)
-    episodes: int = 0  # live episodes of the current generation
-    pending: int = 0  # requests that reserved the slot and are still opening or loading
-    last_used: float = 0.0
-    deaths: dict = field(default_factory=dict)  # generation -> reason it ended
-    info: dict = field(default_factory=dict)
-
-
-class _Died(Exception):
-    def __init__(self, reason: str, timed_out: bool):
-        super().__init__(reason)
-        self.reason, self.timed_out = reason, timed_out
-
-
-def _exit_reason(code: int | None) -> str:
-    if code is None:
-        return "did not exit"
-    if code < 0:
-        if -code == signal.SIGSYS:
-            return "killed by SIGSYS: it made a system call the sandbox forbids"
-        try:
-            return f"killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
-    return f"exited with code {code}"
-
-
-def _well_formed(reply: object) -> bool:
-    """The reply shapes host.py produces; anything else means the worker is not itself."""
-    if not isinstance(reply, tuple) or not reply:
-        return False
-    if reply[0] in ("ok", "hello"):
-        return len(reply) == 2
-    if reply[0] == "tool_error":
-        return len(reply) == 2 and isinstance(reply[1], str)
-    return reply[0] == "error" and len(reply) == 4 and all(isinstance(x, str) for x in reply[1:])
-
-
 def check_env_code(tools_src: str, verifiers_src: str) -> None:
     for filename, src in (("tools.py", tools_src), ("verifiers.py", verifiers_src)):
         problems = check_source(src, filename)
         if problems:
             raise CodeRejected(filename, problems)
-
-
-@functools.lru_cache(1)
-def _binding_paths() -> tuple[str, ...]:
-    """Folders holding the seccomp and Landlock bindings (the worker starts with -S)."""
-    found = []
-    for name in ("landlock", "pyseccomp"):
-        spec = importlib.util.find_spec(name)
-        if spec is not None and spec.origin:
-            folder = os.path.dirname(os.path.dirname(spec.origin)) if spec.submodule_search_locations \
-                else os.path.dirname(spec.origin)
-            if folder not in found:
-                found.append(folder)
-    return tuple(found)
-
-
-_noticed: set[str] = set()
-
-
-def _notice_weak(missing: list[str], notes: list[str], allowed: bool) -> None:
-    """One line on stderr per process when the OS layer is incomplete."""
-    key = ",".join(missing)
-    if key in _noticed:
-        return
-    _noticed.add(key)
-    why = "; ".join(notes[:3]) or "unavailable"
-    then = ("--allow-weak-sandbox given: envs may still be marked verified" if allowed
-            else "envs will not be marked verified unless you pass --allow-weak-sandbox")
-    print(f"warning: sandbox OS layer incomplete on this machine (missing {', '.join(missing)}: {why}); {then}",
-          file=sys.stderr, flush=True)
 
 
 class SandboxPool:
@@ -181,13 +94,13 @@ class SandboxPool:
         self.ast_check, self.restricted, self.audit = ast_check, restricted, audit
         self.skip_layers = tuple(skip_layers)
         self.missing_layers: list[str] = []
-        self._slots = [_Slot(i) for i in range(workers)]
+        self._slots = [Slot(i) for i in range(workers)]
         self._envs: dict[str, tuple] = {}
         self._lock = threading.Lock()
         self._freed = threading.Condition(self._lock)
         self._ids = itertools.count(1)
         self._closed = False
-        self._finalizer = weakref.finalize(self, _shutdown, self._slots)
+        self._finalizer = weakref.finalize(self, shutdown, self._slots)
         confine.mark_nondumpable()  # our environment (API keys) and memory stay ours
         ref = weakref.ref(self)
         os.register_at_fork(after_in_child=lambda: (pool := ref()) and pool._forget_workers())
@@ -209,45 +122,15 @@ class SandboxPool:
 
     # ----------------------------------------------------------------- workers
 
-    def _start(self, slot: _Slot) -> None:
-        to_worker_r, to_worker_w = os.pipe()
-        from_worker_r, from_worker_w = os.pipe()
-        config = {"rfd": to_worker_r, "wfd": from_worker_w, "memory_mb": self.memory_mb,
-                  "cpu_seconds": self.cpu_seconds, "timeout": self.call_timeout, "restricted": self.restricted,
-                  "audit": self.audit, "skip_layers": list(self.skip_layers), "paths": list(_binding_paths()),
-                  "max_result_bytes": self.max_result_bytes}
-        # Nothing from our environment: no API keys, no proxies, no HOME.
-        env = {"PYTHONPATH": _PACKAGE_ROOT, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0"}
-        try:
-            proc = subprocess.Popen(
-                [sys.executable, "-S", "-m", "synth.runtime.worker", json.dumps(config)],
-                pass_fds=(to_worker_r, from_worker_w), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE, env=env, cwd="/", start_new_session=True,
-            )
-        except OSError as exc:
-            os.close(to_worker_w)
-            os.close(from_worker_r)
-            raise SandboxError(f"cannot start a sandbox worker with {sys.executable}: {exc}") from None
-        finally:
-            os.close(to_worker_r)
-            os.close(from_worker_w)
-        slot.proc, slot.wfd, slot.rfd = proc, to_worker_w, from_worker_r
-        slot.poller = select.poll()
-        slot.poller.register(from_worker_r, select.POLLIN)
-        try:
-            hello = wire.recv_untrusted(slot.rfd, slot.poller, time.monotonic() + self.startup_timeout)
-        except (wire.WireClosed, wire.WireTimeout, pickle.UnpicklingError, ValueError, OSError) as exc:
-            proc.kill()
-            err = proc.stderr.read().decode(errors="replace").strip().splitlines() if proc.stderr else []
-            _close_slot(slot)
-            detail = err[-1] if err else type(exc).__name__
-            raise SandboxError(f"sandbox worker failed to start: {detail}") from None
-        proc.stderr.close()
-        slot.info = hello[1] if isinstance(hello, tuple) and len(hello) == 2 and isinstance(hello[1], dict) else {}
+    def _start(self, slot: Slot) -> None:
+        options = {"memory_mb": self.memory_mb, "cpu_seconds": self.cpu_seconds, "timeout": self.call_timeout,
+                   "restricted": self.restricted, "audit": self.audit, "skip_layers": list(self.skip_layers),
+                   "max_result_bytes": self.max_result_bytes}
+        start_worker(slot, options, self.startup_timeout)
         missing = confine.missing(slot.info)
         if missing:
             self.missing_layers = sorted(set(self.missing_layers) | set(missing))
-            _notice_weak(missing, [str(n) for n in slot.info.get("notes", [])], self.allow_weak)
+            notice_weak(missing, [str(n) for n in slot.info.get("notes", [])], self.allow_weak)
 
     def unverifiable(self) -> str | None:
         """Why envs run by this pool must not be marked verified (None: they may be)."""
@@ -256,17 +139,17 @@ class SandboxPool:
         return (f"the sandbox's OS layer is incomplete on this machine (missing {', '.join(self.missing_layers)}); "
                 "pass --allow-weak-sandbox to mark envs verified anyway")
 
-    def _die(self, slot: _Slot, reason: str) -> None:
+    def _die(self, slot: Slot, reason: str) -> None:
         """Record why this generation ended, drop its state; the next request starts anew."""
         slot.deaths[slot.generation] = reason
-        _close_slot(slot)
+        close_slot(slot)
         slot.generation += 1
         slot.loaded = None
         with self._lock:
             slot.episodes = 0
             self._freed.notify_all()
 
-    def _request(self, slot: _Slot, request: tuple, timeout: float, limit: int | None = None) -> tuple:
+    def _request(self, slot: Slot, request: tuple, timeout: float, limit: int | None = None) -> tuple:
         """Send one request and wait for its reply (caller holds slot.lock)."""
         if slot.proc is None:
             self._start(slot)
@@ -278,24 +161,24 @@ class SandboxPool:
         except wire.WireTimeout:
             reason = f"timed out after {timeout:g} s"
             self._die(slot, reason)
-            raise _Died(reason, True) from None
+            raise Died(reason, True) from None
         except (wire.WireClosed, OSError, pickle.UnpicklingError, ValueError, EOFError) as exc:
             proc = slot.proc
             try:
                 code = proc.wait(timeout=2) if proc else None
             except subprocess.TimeoutExpired:
                 code = None
-            reason = _exit_reason(code) if code is not None else f"broke the protocol ({type(exc).__name__})"
+            reason = exit_reason(code) if code is not None else f"broke the protocol ({type(exc).__name__})"
             self._die(slot, reason)
-            raise _Died(reason, False) from None
-        if not _well_formed(reply):
+            raise Died(reason, False) from None
+        if not well_formed(reply):
             self._die(slot, "sent a malformed reply")
-            raise _Died("sent a malformed reply", False)
+            raise Died("sent a malformed reply", False)
         return reply
 
     # ----------------------------------------------------------------- placing envs on workers
 
-    def _reserve(self, key: str) -> _Slot:
+    def _reserve(self, key: str) -> Slot:
         """A slot for env `key`, counted as pending until the caller releases it.
 
         Preference: an idle worker of this env; a free slot (a clean process first);
@@ -326,14 +209,14 @@ class SandboxPool:
                                    "close finished episodes or raise --workers")
                 self._freed.wait(left)
 
-    def _settle(self, slot: _Slot, opened: int = 0) -> None:
+    def _settle(self, slot: Slot, opened: int = 0) -> None:
         """End a reservation; `opened` episodes now live on the slot."""
         with self._lock:
             slot.pending -= 1
             slot.episodes += opened
             self._freed.notify_all()
 
-    def _bind(self, slot: _Slot, key: str) -> dict | None:
+    def _bind(self, slot: Slot, key: str) -> dict | None:
         """Make sure `slot` runs a process holding `key`'s code and nothing else's (caller holds slot.lock)."""
         if slot.loaded not in (None, key):
             self._die(slot, "its worker was given to another env")
@@ -341,7 +224,7 @@ class SandboxPool:
             return None
         try:
             reply = self._request(slot, ("load", key, *self._envs[key]), self.call_timeout + self.grace)
-        except _Died as died:
+        except Died as died:
             raise EnvLoadError(f"loading the env's code killed its sandbox worker ({died.reason})") from None
         except BaseException:
             self._die(slot, "loading its env failed")
@@ -400,7 +283,7 @@ class SandboxPool:
                 ep = next(self._ids)
                 try:
                     reply = self._request(slot, ("open", ep, key), self.call_timeout + self.grace)
-                except _Died as died:
+                except Died as died:
                     raise SandboxError(f"sandbox worker died while opening an episode ({died.reason})") from None
                 if reply[0] != "ok":
                     raise SandboxError(f"the env's code failed to start an episode: {reply[2]}")
@@ -419,7 +302,7 @@ class SandboxPool:
                 return self._request(slot, request, self.call_timeout + self.grace, limit)
             except wire.TooLarge as exc:
                 return ("refused", f"the arguments are {exc.size:,} bytes; the limit is {exc.limit:,} bytes")
-            except _Died as died:
+            except Died as died:
                 kind = "killed" if died.timed_out else "crash"
                 return ("error", kind, f"{what} stopped its sandbox worker ({died.reason}); the worker was "
                         "restarted and this episode is lost", "")
@@ -473,23 +356,6 @@ class SandboxPool:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _close_slot(slot: _Slot) -> None:
-    """Close the pipes and kill the worker of a slot (the caller holds its lock)."""
-    for fd in (slot.wfd, slot.rfd):
-        if fd >= 0:
-            os.close(fd)
-    if slot.proc is not None:
-        slot.proc.kill()
-        slot.proc.wait()
-    slot.proc, slot.wfd, slot.rfd, slot.poller = None, -1, -1, None
-
-
-def _shutdown(slots: list[_Slot]) -> None:
-    for slot in slots:
-        with slot.lock:
-            _close_slot(slot)
 
 
 _default: SandboxPool | None = None
