@@ -216,6 +216,8 @@ def run_pipeline(seeds: list[Seed], n: int, settings: Settings, progress: Progre
     try:
         return asyncio.run(pipeline.run())
     finally:
+        final = pipeline.store.usage()["total"]  # the display refreshes once more after the store closes
+        progress.usage = lambda: final
         pipeline.close()
         pool.close()
 

@@ -116,7 +116,6 @@ def exfiltration(root: Path) -> dict[str, Any]:
     from synth.envdirs import find_env_dirs
     from synth.verify import check_env
 
-    os.environ["OPENAI_API_KEY"] = DUMMY_KEY
     secret, victim = _bait(root)
     server = _listener()
     env = make_verified_library(root / "lib")
@@ -124,7 +123,11 @@ def exfiltration(root: Path) -> dict[str, Any]:
         "PORT", str(server.getsockname()[1]))
     body = library_draft().tool_bodies["search_books"]
     set_tool_body(env, "search_books", "import typing\nimport operator\n" + attack + body)
-    result = check_env(find_env_dirs(env)[0])
+    os.environ["OPENAI_API_KEY"] = DUMMY_KEY  # in this process's environment while the check runs
+    try:
+        result = check_env(find_env_dirs(env)[0])
+    finally:
+        del os.environ["OPENAI_API_KEY"]
     outputs = "".join(p.read_text(errors="replace") for p in env.rglob("*.json*"))
     return {"status": result.status, "received": _received(server).decode(errors="replace"),
             "key_in_outputs": DUMMY_KEY in outputs, "victim": victim.read_text(),

@@ -9,6 +9,7 @@ observation, leave no trace outside the worker, and leave the pool usable.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import select
 import socket
@@ -152,6 +153,8 @@ def test_worker_runs_unprivileged_without_network(open_pool):
                                   "nondumpable": True}, info["notes"]
         assert info["pid"] != os.getpid()
     assert open_pool.missing_layers == [] and open_pool.unverifiable() is None
+    libc = ctypes.CDLL(None)
+    assert libc.prctl(3, 0, 0, 0, 0) == 0  # PR_GET_DUMPABLE: this (parent) process is not dumpable
 
 
 @pytest.mark.parametrize("body, blocked", [

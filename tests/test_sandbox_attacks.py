@@ -57,7 +57,8 @@ def _interpreter() -> tuple[str | None, str]:
 def _clean_env() -> dict[str, str]:
     return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8",
             "PYTHONPATH": os.pathsep.join([str(TESTS), str(TESTS.parent)]),
-            "SYNTH_TEST_SITE": sysconfig.get_paths()["purelib"]}  # this venv's packages, for the system Python
+            "SYNTH_TEST_SITE": sysconfig.get_paths()["purelib"],  # this venv's packages, for the system Python
+            "OPENAI_API_KEY": attackkit.DUMMY_KEY}  # in the parent's real environment (/proc/<pid>/environ)
 
 
 @pytest.fixture

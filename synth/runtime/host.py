@@ -232,6 +232,9 @@ class Host:
                 return self._failure(exc, f"loading {filename}", _safe_str(exc))
             finally:
                 drop_module(f"synth_env_{key}_{part}")
+            violation = self._violation(f"loading {filename}")  # it tried something and swallowed the refusal
+            if violation:
+                return violation
         tools, _ = _tool_functions(names["tools"], tool_names)
         verifiers = _verifier_functions(names["verifiers"])
         self.envs[key] = LoadedEnv(label, key, code, list(tool_names), initial)
