@@ -14,6 +14,7 @@ import sqlite3
 import threading
 import time
 import uuid
+import weakref
 from typing import TYPE_CHECKING, Any
 
 from synth.artifacts import Check, EnvBug, Reward, Task, TrajectoryStep
@@ -55,6 +56,8 @@ class Episode:
         self._handle = handle
         self._backend = env.backend
         self._lock = threading.Lock()
+        abandon = getattr(env.backend, "abandon", None)
+        self._finalizer = weakref.finalize(self, abandon, handle) if abandon else None
 
     # ----------------------------------------------------------------- tool calls
 
@@ -162,6 +165,8 @@ class Episode:
             if self.closed:
                 return
             self.closed = True
+            if self._finalizer is not None:
+                self._finalizer.detach()
             self._backend.close_episode(self._handle)
 
     def __enter__(self) -> "Episode":

@@ -16,6 +16,8 @@ EpisodeLost naming the reason, and the next request starts a fresh worker.
 
 from __future__ import annotations
 
+import collections
+import hashlib
 import itertools
 import os
 import pickle
@@ -96,6 +98,8 @@ class SandboxPool:
         self.missing_layers: list[str] = []
         self._slots = [Slot(i) for i in range(workers)]
         self._envs: dict[str, tuple] = {}
+        self._identity: dict[str, str] = {}  # env key -> hash of its id and code
+        self._abandoned: collections.deque[Handle] = collections.deque()
         self._lock = threading.Lock()
         self._freed = threading.Condition(self._lock)
         self._ids = itertools.count(1)
@@ -116,7 +120,7 @@ class SandboxPool:
                 slot.deaths[slot.generation] = "it belongs to the parent of this forked process"
                 slot.generation += 1
             slot.proc, slot.wfd, slot.rfd, slot.poller = None, -1, -1, None
-            slot.env, slot.loaded, slot.episodes, slot.pending = None, None, 0, 0
+            slot.env, slot.loaded, slot.loaded_key, slot.episodes, slot.pending = None, None, None, 0, 0
         self._lock = threading.Lock()
         self._freed = threading.Condition(self._lock)
 
@@ -144,7 +148,7 @@ class SandboxPool:
         slot.deaths[slot.generation] = reason
         close_slot(slot)
         slot.generation += 1
-        slot.loaded = None
+        slot.loaded = slot.loaded_key = None
         with self._lock:
             slot.episodes = 0
             self._freed.notify_all()
@@ -178,12 +182,24 @@ class SandboxPool:
 
     # ----------------------------------------------------------------- placing envs on workers
 
+    def _rank(self, slot: Slot, key: str) -> tuple:
+        """How good an idle slot is for env `key` (lower is better)."""
+        if slot.env == key:
+            return (0, slot.index)
+        if slot.env is None and slot.loaded == self._identity[key]:
+            return (1, slot.index)  # its process already ran this very code: no restart
+        if slot.env is None and slot.loaded is None:
+            return (2 if slot.proc is not None else 3, slot.index)  # a clean process (or none yet)
+        if slot.env is None:
+            return (4, slot.last_used)  # a closed env's worker: its process will be replaced
+        return (5, slot.last_used)  # a live env's idle worker: taken only when this env has none
+
     def _reserve(self, key: str) -> Slot:
         """A slot for env `key`, counted as pending until the caller releases it.
 
-        Preference: an idle worker of this env; a free slot (a clean process first);
-        the least loaded worker of this env; an idle worker of another env (its process
-        is replaced). When every worker is busy with other envs, wait for one to free up."""
+        Preference: an idle worker of this env; a free one whose process ran the same code;
+        a clean one; a closed env's; the least loaded worker of this env; an idle worker of
+        another live env (its process is replaced). When every worker is busy, wait."""
         deadline = time.monotonic() + self.wait_timeout
         with self._lock:
             while True:
@@ -191,13 +207,12 @@ class SandboxPool:
                     raise SandboxError("the sandbox pool is closed")
                 if key not in self._envs:
                     raise SandboxError("the env was closed")
-                idle = [s for s in self._slots if s.episodes + s.pending == 0]
-                mine = [s for s in self._slots if s.env == key]
-                slot = (min((s for s in idle if s.env == key), key=lambda s: s.index, default=None)
-                        or min((s for s in idle if s.env is None), key=lambda s: (s.proc is None, s.index),
-                               default=None)
-                        or min(mine, key=lambda s: (s.episodes + s.pending, s.index), default=None)
-                        or min(idle, key=lambda s: s.last_used, default=None))
+                self._drain_abandoned()
+                idle = min((s for s in self._slots if s.episodes + s.pending == 0),
+                           key=lambda s: self._rank(s, key), default=None)
+                mine = min((s for s in self._slots if s.env == key), key=lambda s: (s.episodes + s.pending, s.index),
+                           default=None)
+                slot = idle if idle is not None and self._rank(idle, key)[0] < 5 else (mine or idle)
                 if slot is not None:
                     slot.env = key  # claimed: no other env can take it until it is idle again
                     slot.pending += 1
@@ -205,8 +220,9 @@ class SandboxPool:
                     return slot
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise PoolBusy(f"all {len(self._slots)} sandbox workers hold live episodes of other envs; "
-                                   "close finished episodes or raise --workers")
+                    busy = ", ".join(f"{s.episodes + s.pending}" for s in self._slots)
+                    raise PoolBusy(f"all {len(self._slots)} sandbox workers hold live episodes of other envs "
+                                   f"({busy} in use); close finished episodes or raise --workers")
                 self._freed.wait(left)
 
     def _settle(self, slot: Slot, opened: int = 0) -> None:
@@ -217,11 +233,17 @@ class SandboxPool:
             self._freed.notify_all()
 
     def _bind(self, slot: Slot, key: str) -> dict | None:
-        """Make sure `slot` runs a process holding `key`'s code and nothing else's (caller holds slot.lock)."""
-        if slot.loaded not in (None, key):
+        """Make sure `slot` runs a process holding `key`'s code and no other env's (caller holds slot.lock).
+
+        A process that ran other code is replaced; one that ran this same code (the same env
+        loaded again, as the pipeline does between stages) is reused."""
+        identity = self._identity[key]
+        if slot.loaded not in (None, identity):
             self._die(slot, "its worker was given to another env")
-        if slot.loaded == key and slot.proc is not None:
+        if slot.proc is not None and slot.loaded == identity and slot.loaded_key == key:
             return None
+        if slot.proc is not None and slot.loaded_key is not None:
+            self._unload(slot)
         try:
             reply = self._request(slot, ("load", key, *self._envs[key]), self.call_timeout + self.grace)
         except Died as died:
@@ -232,16 +254,26 @@ class SandboxPool:
         if reply[0] != "ok":
             self._die(slot, "its env failed to load")
             raise EnvLoadError(f"{reply[2]}; fix the env's code")
-        slot.loaded = key
+        slot.loaded, slot.loaded_key = identity, key
         return reply[1]
+
+    def _unload(self, slot: Slot) -> None:
+        """Drop the env object a worker holds (its process keeps only the code's identity)."""
+        try:
+            self._request(slot, ("unload", slot.loaded_key), self.call_timeout + self.grace)
+            slot.loaded_key = None
+        except Died:
+            pass  # the worker is gone, and the env with it
 
     def register_env(self, key: str, label: str, tools_src: str, verifiers_src: str, initial: bytes,
                      tool_names: list[str]) -> dict:
         """Check and load an env's code once (errors surface here), keep it for more workers."""
         if self.ast_check:
             check_env_code(tools_src, verifiers_src)
+        code = hashlib.sha256("\0".join((label, tools_src, verifiers_src)).encode("utf-8", "surrogatepass"))
         with self._lock:
             self._envs[key] = (label, tools_src, verifiers_src, initial, list(tool_names))
+            self._identity[key] = code.hexdigest()
         try:
             slot = self._reserve(key)
             try:
@@ -250,27 +282,49 @@ class SandboxPool:
             finally:
                 self._settle(slot)
         except BaseException:
-            with self._lock:
-                self._envs.pop(key, None)
-                for s in self._slots:
-                    if s.env == key and s.episodes + s.pending == 0:
-                        s.env = None
+            self._forget_env(key)
             raise
 
-    def unregister_env(self, key: str) -> None:
-        """Forget an env and stop its workers (their processes held its code)."""
+    def _forget_env(self, key: str, closed: bool = False) -> list[Slot]:
+        """Drop an env's claims on its slots; `closed`: its episodes end with it (handles still
+        held by anyone get EpisodeLost, including episodes dropped without being closed)."""
         with self._lock:
-            if self._envs.pop(key, None) is None:
-                return
+            self._envs.pop(key, None)
             mine = [s for s in self._slots if s.env == key]
-        for slot in mine:
-            with slot.lock:
-                if slot.loaded == key:
-                    self._die(slot, "its env was closed")
-            with self._lock:
-                if slot.env == key:
+            for slot in mine:
+                if closed and slot.episodes:
+                    slot.deaths[slot.generation] = "its env was closed"
+                    slot.generation += 1
+                    slot.episodes = 0
+                if slot.episodes + slot.pending == 0:
                     slot.env = None
-                self._freed.notify_all()
+            self._freed.notify_all()
+            return mine
+
+    def abandon(self, handle: Handle) -> None:
+        """An episode object was garbage-collected without close(): stop counting it (its database
+        is freed with its env). Safe from a finalizer: no lock, no I/O."""
+        self._abandoned.append(handle)
+
+    def _drain_abandoned(self) -> None:
+        """Caller holds self._lock."""
+        while self._abandoned:
+            handle = self._abandoned.popleft()
+            slot = self._slots[handle.slot]
+            if slot.generation == handle.generation and slot.episodes:
+                slot.episodes -= 1
+
+    def unregister_env(self, key: str) -> None:
+        """Forget an env. Its workers stay up holding its code's identity only: the same code
+        loaded again reuses them; any other env gets them only as fresh processes."""
+        if key not in self._envs:
+            return
+        for slot in self._forget_env(key, closed=True):
+            with slot.lock:
+                if slot.loaded_key == key and slot.proc is not None:
+                    self._unload(slot)
+        with self._lock:
+            self._identity.pop(key, None)
 
     # ----------------------------------------------------------------- episodes
 

@@ -37,7 +37,8 @@ class Slot:
     poller: select.poll | None = None
     generation: int = 0
     env: str | None = None  # the env this slot serves (None: free)
-    loaded: str | None = None  # the env whose code its process holds (None: a clean process)
+    loaded: str | None = None  # identity of the env code its process ran (None: a clean process)
+    loaded_key: str | None = None  # the env key its process holds now
     episodes: int = 0  # live episodes of the current generation
     pending: int = 0  # requests that reserved the slot and are still opening or loading
     last_used: float = 0.0
