@@ -211,7 +211,9 @@ def _status(env_dir: Path) -> str | None:
 def run_pipeline(seeds: list[Seed], n: int, settings: Settings, progress: Progress) -> dict[str, Any]:
     from synth.runtime.sandbox import SandboxPool
 
-    pool = SandboxPool(workers=2, call_timeout=settings.tool_timeout, allow_weak=settings.allow_weak_sandbox)
+    # One env per worker process: as many workers as envs in flight, so they need not wait for each other.
+    pool = SandboxPool(workers=max(2, settings.parallel_envs), call_timeout=settings.tool_timeout,
+                       allow_weak=settings.allow_weak_sandbox)
     pipeline = Pipeline(seeds, n, settings, progress, pool=pool)
     try:
         return asyncio.run(pipeline.run())

@@ -152,7 +152,9 @@ def close_slot(slot: Slot) -> None:
     slot.proc, slot.wfd, slot.rfd, slot.poller = None, -1, -1, None
 
 
-def shutdown(slots: list[Slot]) -> None:
+def shutdown(slots: list[Slot], spares: list[Slot] = ()) -> None:
     for slot in slots:
         with slot.lock:
             close_slot(slot)
+    for spare in spares:  # started ahead of need and never handed to a slot
+        close_slot(spare)
