@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from synth.artifacts import Check, EnvBug, Reward, Task, TrajectoryStep
 from synth.database import open_bytes
-from synth.runtime.host import clean_text
+from synth.runtime.guards import clean_text
 from synth.runtime.sandbox import EpisodeLost
 from synth.runtime.schema_check import ArgumentError
 

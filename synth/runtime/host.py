@@ -21,7 +21,6 @@ import datetime
 import decimal
 import json
 import os
-import re
 import signal
 import sqlite3
 import threading
@@ -33,50 +32,18 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 from synth.runtime import loader
+from synth.runtime.guards import checked_result, clean_text, open_guarded
 from synth.runtime.loader import compile_source, drop_module, run_module, unload_module
 
 _TB_FRAMES = 8  # last frames kept in a bug's traceback
 _TB_CHARS = 4000
 _MESSAGE_CHARS = 2000  # longest error message passed on
-MAX_RESULT_DEPTH = 64  # deeper JSON breaks HTTP encoders; no real tool result nests like that
-_SURROGATES = re.compile("[\ud800-\udfff]")  # not encodable as UTF-8: HTTP servers would fail on them
-_DENY_ACTIONS = {sqlite3.SQLITE_ATTACH, sqlite3.SQLITE_DETACH}  # ATTACH opens files; VACUUM INTO is one
 _PROGRESS_OPS = 5000  # SQLite VM steps between deadline checks
 _SYNTH_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
 class CallTimeout(BaseException):
     """Raised into env code at its deadline (BaseException: `except Exception` won't swallow it)."""
-
-
-class GuardedConnection(sqlite3.Connection):
-    """An episode database whose guards env code cannot change (Host sets them through
-    the base class)."""
-
-    def _refuse(self, *args: Any, **kwargs: Any) -> None:
-        raise sqlite3.NotSupportedError("environment code may not change the database's limits or guards")
-
-    setlimit = set_authorizer = set_progress_handler = set_trace_callback = _refuse
-    enable_load_extension = load_extension = _refuse
-
-
-def _authorize(action: int, arg1: Any, arg2: Any, db_name: Any, source: Any) -> int:
-    if action in _DENY_ACTIONS or (action == sqlite3.SQLITE_FUNCTION and arg2 == "load_extension"):
-        return sqlite3.SQLITE_DENY
-    return sqlite3.SQLITE_OK
-
-
-def open_guarded(data: bytes, readonly: bool = False) -> sqlite3.Connection:
-    """A private in-memory copy of `data` for env code (row_factory=sqlite3.Row)."""
-    conn = sqlite3.connect(":memory:", check_same_thread=False, factory=GuardedConnection)
-    conn.deserialize(data)
-    sqlite3.Connection.setlimit(conn, sqlite3.SQLITE_LIMIT_ATTACHED, 0)
-    sqlite3.Connection.set_authorizer(conn, _authorize)
-    conn.row_factory = sqlite3.Row
-    conn.execute("PRAGMA foreign_keys=ON")
-    if readonly:
-        conn.execute("PRAGMA query_only=ON")
-    return conn
 
 
 @dataclass
@@ -341,7 +308,7 @@ class Host:
             reply = ("raised", exc, "")
         reply = self._violation(what) or reply
         if reply[0] == "ok":
-            reply = _checked_result(reply[1], what, self.max_result_bytes)
+            reply = checked_result(reply[1], what, self.max_result_bytes)
         if reply[0] == "ok":
             try:
                 conn.commit()  # one call, one transaction: a failed call leaves no trace
@@ -389,36 +356,6 @@ def _run_tool(live: LiveEpisode, fn: Callable[..., Any], conn: sqlite3.Connectio
         return ("raised", exc, "")
     except BaseException as exc:
         return ("error", "bad_return", f"{what} returned a value that is not JSON: {_safe_str(exc)}", "")
-
-
-def _depth(text: str) -> int:
-    """Nesting depth of JSON text (strings removed; each pass drops the innermost pairs)."""
-    shape = re.sub(r'"(?:[^"\\]|\\.)*"', "", text).translate(_BRACKETS)
-    shape = re.sub(r"[^()]", "", shape)
-    depth = 0
-    while shape and depth <= MAX_RESULT_DEPTH:
-        shape = shape.replace("()", "")
-        depth += 1
-    return depth
-
-
-_BRACKETS = str.maketrans("[{]}", "(())")
-
-
-def _checked_result(text: str, what: str, limit: int | None) -> tuple:
-    """A tool's JSON result, refused when too large or too deep, made encodable as UTF-8."""
-    size = len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
-    if limit is not None and size > limit:
-        return ("error", "too_large", f"{what} returned {size:,} bytes of JSON; the limit is {limit:,} bytes "
-                "(return fewer rows, or page through them)", "")
-    if text.count("[") + text.count("{") > MAX_RESULT_DEPTH and _depth(text) > MAX_RESULT_DEPTH:
-        return ("error", "bad_return", f"{what} returned JSON nested deeper than {MAX_RESULT_DEPTH} levels", "")
-    return ("ok", clean_text(text))
-
-
-def clean_text(text: str) -> str:
-    """Lone surrogates (not encodable as UTF-8) replaced with U+FFFD."""
-    return text if text.isascii() or not _SURROGATES.search(text) else _SURROGATES.sub("\ufffd", text)
 
 
 def _plain_checks(result: Any) -> list[tuple[str, bool, float]]:
