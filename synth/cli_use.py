@@ -39,24 +39,42 @@ def check_port(host: str, port: int) -> None:
 
 
 @app.command()
+@settings_options("max_body_bytes", "max_argument_bytes", "max_result_bytes")
 def serve(
+    settings: Settings,
     dir: Path = typer.Argument(..., help="folder of env folders (generated/, generated/envs/ or one env)"),
     host: str = typer.Option("127.0.0.1", "--host", help="interface to listen on (0.0.0.0 for remote trainers)"),
     port: int = typer.Option(8000, "--port", help="TCP port"),
     max_episodes: int = typer.Option(256, "--max-episodes", help="live episodes at once; more answer 503"),
     idle_timeout: float = typer.Option(300.0, "--idle-timeout", help="seconds before an unused episode is closed"),
-    workers: Optional[int] = typer.Option(None, "--workers", help="sandbox worker processes (default 2)"),
-    trusted: bool = typer.Option(False, "--trusted", help="run env code in this process (only envs you trust)"),
+    workers: Optional[int] = typer.Option(None, "--workers", help="sandbox worker processes in all, each "
+                                          "holding one env's code (default: one per env, at most 32)"),
+    trusted: bool = typer.Option(False, "--trusted", help="run generated code in this process with no "
+                                 "protection (only envs you wrote or reviewed)"),
     include_failed: bool = typer.Option(False, "--include-failed", help="also serve envs whose status is failed"),
     include_rejected: bool = typer.Option(False, "--include-rejected", help="also serve envs rejected in review.json"),
+    allowed_host: Optional[list[str]] = typer.Option(None, "--allowed-host", help="accepted Host header (repeat; "
+                                                     "'name:*' = any port, '*' = any); default: loopback names"),
+    allowed_origin: Optional[list[str]] = typer.Option(None, "--allowed-origin", help="accepted browser Origin "
+                                                       "(repeat; '*' = any); default: loopback origins"),
+    env_memory_mb: int = typer.Option(1024, "--env-memory-mb", help="address space of each env's worker process"),
 ) -> None:
     """Serve every env over REST (/docs) and MCP (/episodes/<id>/mcp), one isolated database per episode."""
+    from synth.server.guard import ServerGuards, loopback_hosts, loopback_origins
     from synth.server.run import build, serve_forever
 
     check_port(host, port)
+    guards = ServerGuards(allowed_hosts=list(allowed_host or loopback_hosts()),
+                          allowed_origins=list(allowed_origin or loopback_origins()),
+                          max_body_bytes=settings.max_body_bytes)
+    if not allowed_host and host not in ("127.0.0.1", "localhost", "::1"):
+        typer.echo(f"note: listening on {host} but accepting only loopback Host headers; pass --allowed-host "
+                   "NAME:* for each name trainers use (or '*')", err=True)
     server_app, loaded = build(dir, trusted=trusted, workers=workers, max_episodes=max_episodes,
                                idle_timeout=idle_timeout, include_failed=include_failed,
-                               include_rejected=include_rejected)
+                               include_rejected=include_rejected, guards=guards,
+                               max_argument_bytes=settings.max_argument_bytes,
+                               max_result_bytes=settings.max_result_bytes, env_memory_mb=env_memory_mb)
     for skipped in loaded.skipped:
         typer.echo(f"skipped {skipped['path']}: {skipped['reason']}", err=True)
     typer.echo(f"serving {len(loaded.envs)} env(s) ({', '.join(loaded.envs)}) on http://{host}:{port} "
@@ -76,7 +94,8 @@ def rollout(
     window: Optional[int] = typer.Option(None, "--window", help="also write <out>.window.jsonl per-turn samples "
                                          "keeping only the last W turns"),
     split: Optional[Split] = typer.Option(None, "--split", help="only tasks of this split"),
-    trusted: bool = typer.Option(False, "--trusted", help="run env code in this process (only envs you trust)"),
+    trusted: bool = typer.Option(False, "--trusted", help="run generated code in this process with no "
+                                 "protection (only envs you wrote or reviewed)"),
 ) -> None:
     """Run a model as an agent on the envs' tasks and write trajectories with rewards."""
     from synth.rollout import rollout as run_rollout

@@ -38,6 +38,12 @@ def _table(env_id: str, status: str, gates: list, console: Console) -> None:
     console.print(table)
 
 
+def _pool(settings: Settings):
+    from synth.runtime.sandbox import SandboxPool
+
+    return SandboxPool(workers=2, call_timeout=settings.tool_timeout, allow_weak=settings.allow_weak_sandbox)
+
+
 def failed_gate_lines(gates: list) -> list[str]:
     """One line per distinct failure: gates failing with the same evidence (an env that does not
     load fails every executing gate alike) share a line."""
@@ -75,7 +81,7 @@ def _check_one(env_dir: Path, settings: Settings, pool: object) -> dict:
 
 
 @app.command()
-@settings_options("check_pass_rate", "tool_timeout")
+@settings_options("check_pass_rate", "tool_timeout", "allow_weak_sandbox")
 def check(
     settings: Settings,
     env_dirs: list[Path] = typer.Argument(..., help="env folders, or folders holding env folders"),
@@ -85,10 +91,8 @@ def check(
     """Replay every quality gate and tests.jsonl with no model; records each env's status in env.json.
 
     Exit 0 if every env is verified, 1 if any is not (each one is reported), 2 for a usage error."""
-    from synth.runtime.sandbox import SandboxPool
-
     dirs = _env_dirs(env_dirs)
-    pool = SandboxPool(workers=2, call_timeout=settings.tool_timeout)
+    pool = _pool(settings)
     try:
         results = []
         for env_dir in dirs:
@@ -132,6 +136,7 @@ def verify(
     from synth.verify import verify_env
 
     dirs = _env_dirs(env_dirs)
+    pool = _pool(settings)
     gateway = Gateway(settings)
     console = Console()
 
@@ -141,7 +146,7 @@ def verify(
         results = []
         for env_dir in dirs:  # one env at a time: each loop already runs its model calls concurrently
             try:
-                results.append(await verify_env(env_dir, gateway, settings))
+                results.append(await verify_env(env_dir, gateway, settings, pool=pool))
             except SynthError as exc:  # this env is unusable (e.g. its build failed); go on with the next
                 errors.append(f"{env_dir}: {exc}")
                 continue
@@ -149,7 +154,10 @@ def verify(
                 break
         return results
 
-    results = asyncio.run(run_all())
+    try:
+        results = asyncio.run(run_all())
+    finally:
+        pool.close()
     for error in errors:
         typer.echo(f"error: {error}", err=True)
     for result in results:

@@ -74,6 +74,13 @@ class Settings(BaseModel):
             data = {**data, "cache_dir": Path(data.get("out") or cls.model_fields["out"].default) / ".cache"}
         return data
 
+    # sandbox and server limits
+    allow_weak_sandbox: bool = Field(False, description="mark envs verified even when the sandbox's OS layer "
+                                     "(seccomp, Landlock, network namespace) cannot be set up here")
+    max_argument_bytes: int = Field(1 << 20, ge=1024, description="largest tool-call arguments (pickled bytes)")
+    max_result_bytes: int = Field(4 << 20, ge=1024, description="largest tool result (JSON bytes)")
+    max_body_bytes: int = Field(8 << 20, ge=1024, description="largest HTTP request body `synth serve` accepts")
+
     def public_dict(self) -> dict[str, Any]:
         """JSON-able dict without secrets (there are none on the object by design)."""
         return self.model_dump(mode="json")

@@ -309,7 +309,9 @@ class Pipeline:
 
         own_pool = self.pool is None
         if own_pool:
-            self.pool = SandboxPool(workers=2, call_timeout=self.settings.tool_timeout)
+            # One env per worker process: as many workers as envs in flight, so they need not wait for each other.
+            self.pool = SandboxPool(workers=max(2, self.settings.parallel_envs), call_timeout=self.settings.tool_timeout,
+                                    allow_weak=self.settings.allow_weak_sandbox)
         try:
             return asyncio.run(self.run(progress))
         finally:

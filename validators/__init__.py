@@ -37,6 +37,11 @@ def run_all(env_dir: Path | str, *, pool: Any = None, required_rate: float | Non
     except SynthError as exc:
         load_error = exc
     results = []
+    # Envs are only as trustworthy as the sandbox that ran them: without its OS layer they are
+    # not marked verified unless the operator said so (--allow-weak-sandbox).
+    weak = getattr(env.backend, "unverifiable", lambda: None)() if env is not None else None
+    if weak:
+        results.append(GateResult(name="sandbox", passed=False, evidence=[weak], details={"tasks": {}, "tools": {}}))
     try:
         for gate in GATES:
             if gate.NAME not in STATIC_GATES and env is None:

@@ -8,7 +8,6 @@ Only a path that is not an env folder at all raises InputError.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -18,6 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from synth.artifacts import GateResult, Rules, Task, ToolSpec, ToolTest
+from synth.envfiles import env_file_exists, read_env_json, read_env_text
 from synth.errors import InputError, SynthError
 
 
@@ -49,15 +49,17 @@ def _short(exc: Exception) -> str:
 
 def _jsonl(path: Path, model: type, problems: list[str]) -> list:
     items = []
-    if not path.is_file():
-        problems.append(f"{path.name} is missing")
+    try:
+        text = read_env_text(path.parent, path.name)
+    except InputError as exc:
+        problems.append(f"{path.name}: {exc}" if env_file_exists(path.parent, path.name) else f"{path.name} is missing")
         return items
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
             items.append(model.model_validate_json(line))
-        except (ValidationError, ValueError) as exc:
+        except (ValidationError, ValueError, RecursionError) as exc:
             problems.append(f"{path.name} line {number}: {_short(exc)}")
     return items
 
@@ -67,19 +69,16 @@ def read_folder(env_dir: Path | str) -> EnvFolder:
     root = Path(env_dir)
     if not root.is_dir():
         raise InputError(f"env folder not found: {root}; pass the path of a folder under generated/envs/")
-    if not (root / "env.json").is_file():
+    if not env_file_exists(root, "env.json"):
         raise InputError(f"{root} has no env.json; pass an env folder written by `synth build`")
-    try:
-        manifest = json.loads((root / "env.json").read_text(encoding="utf-8"))
-        if not isinstance(manifest, dict):
-            raise ValueError("env.json must hold a JSON object")
-    except ValueError as exc:
-        raise InputError(f"{root / 'env.json'}: {_short(exc)}; rebuild the env") from exc
+    manifest = read_env_json(root, "env.json")  # InputError with one line when unusable
+    if not isinstance(manifest, dict):
+        raise InputError(f"{root / 'env.json'}: must hold a JSON object; rebuild the env")
     problems: dict[str, list[str]] = {}
     tools: list[ToolSpec] = []
     tool_problems: list[str] = []
     try:
-        raw = json.loads((root / "tools.json").read_text(encoding="utf-8"))
+        raw = read_env_json(root, "tools.json")
         for i, entry in enumerate(raw if isinstance(raw, list) else []):
             try:
                 tools.append(ToolSpec.model_validate(entry))
@@ -87,12 +86,12 @@ def read_folder(env_dir: Path | str) -> EnvFolder:
                 tool_problems.append(f"tools.json entry {i + 1}: {_short(exc)}")
         if not isinstance(raw, list):
             tool_problems.append("tools.json must hold a list of tools")
-    except (OSError, ValueError) as exc:
-        tool_problems.append(f"tools.json: {_short(exc)}")
+    except InputError as exc:
+        tool_problems.append(f"tools.json: {exc}")
     task_problems: list[str] = []
     tasks = _jsonl(root / "tasks.jsonl", Task, task_problems)
     test_problems: list[str] = []
-    tests = _jsonl(root / "tests.jsonl", ToolTest, test_problems) if (root / "tests.jsonl").is_file() else []
+    tests = _jsonl(root / "tests.jsonl", ToolTest, test_problems) if env_file_exists(root, "tests.jsonl") else []
     for name, found in (("tools.json", tool_problems), ("tasks.jsonl", task_problems), ("tests.jsonl", test_problems)):
         if found:
             problems[name] = found

@@ -12,6 +12,8 @@ import sqlite3
 from pathlib import Path
 
 from synth.artifacts import GateResult
+from synth.envfiles import read_env_bytes, read_env_text
+from synth.errors import InputError
 from synth.database import DatabaseError, build_database, check_database, db_sha256, open_bytes
 
 from .common import Findings, read_folder
@@ -23,11 +25,12 @@ def run(env_dir: Path | str, env=None) -> GateResult:  # noqa: ARG001 - same sig
     folder = read_folder(env_dir)
     found = Findings(NAME)
     root = folder.root
-    initial_path = root / "db" / "initial.sqlite"
-    initial = initial_path.read_bytes() if initial_path.is_file() else None
-    if initial is None:
-        found.env("db/initial.sqlite is missing")
-    else:
+    try:  # no symlink, no special file, no size beyond the limit (synth.envfiles)
+        initial = read_env_bytes(root, "db/initial.sqlite")
+    except InputError as exc:
+        initial = None
+        found.env(f"db/initial.sqlite: {exc}")
+    if initial is not None:
         try:
             conn = open_bytes(initial, readonly=True)
             try:
@@ -39,11 +42,10 @@ def run(env_dir: Path | str, env=None) -> GateResult:  # noqa: ARG001 - same sig
             found.env(f"db/initial.sqlite is not a readable SQLite database: {exc}")
     sql = {}
     for rel in ("db/schema.sql", "db/data.sql"):
-        path = root / rel
-        if path.is_file():
-            sql[rel] = path.read_text(encoding="utf-8")
-        else:
-            found.env(f"{rel} is missing")
+        try:
+            sql[rel] = read_env_text(root, rel)
+        except InputError as exc:
+            found.env(f"{rel}: {exc}")
     rebuilt_sha = None
     if len(sql) == 2:
         try:

@@ -14,6 +14,8 @@ import ast
 from pathlib import Path
 
 from synth.artifacts import GateResult
+from synth.envfiles import read_env_text
+from synth.errors import InputError
 from synth.runtime.codecheck import parse_source
 from synth.toolschema import PY_TYPES, check_portable_schema
 
@@ -78,11 +80,10 @@ def run(env_dir: Path | str, env=None) -> GateResult:  # noqa: ARG001 - same sig
     found = Findings(NAME)
     for problem in folder.problems.get("tools.json", []):
         found.env(problem)
-    path = folder.root / "tools.py"
     try:
-        functions = _functions(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        found.env("tools.py is missing")
+        functions = _functions(read_env_text(folder.root, "tools.py"))
+    except InputError as exc:
+        found.env(f"tools.py: {exc}")
         return found.result()
     except SyntaxError as exc:
         found.env(f"tools.py line {exc.lineno}: syntax error: {exc.msg}")

@@ -36,6 +36,7 @@ from typing import Any
 from synth import __version__
 from synth.agent import system_prompt
 from synth.database import split_statements
+from synth.envfiles import safe_env_id
 from synth.envfolder import VERIFIER_IMPORTS, read_env_draft
 from synth.export.awm_spec import api_spec, argument_examples, request_fields
 from synth.export.source import ExportEnv, load_envs, skipped_note
@@ -141,7 +142,7 @@ def export_awm(root: Path | str, out: Path | str, *, include_rejected: bool = Fa
     n_tasks = 0
     for env in envs:
         draft = read_env_draft(env.path)
-        shutil.copyfile(env.path / "db" / "initial.sqlite", out / "databases" / f"{env.id}.db")
+        shutil.copyfile(env.path / "db" / "initial.sqlite", out / "databases" / f"{safe_env_id(env.id)}.db")
         tasks = sorted((t for t in env.tasks if t.task_id in draft.verifier_bodies), key=lambda t: t.task_id)
         category = env.manifest.category
         lines["gen_scenario.jsonl"].append({"name": env.id, "description": env.manifest.scenario,

@@ -2,8 +2,10 @@
 
 It allows a short list of standard-library imports and refuses the names and
 attributes that lead out of a Python sandbox (exec/eval/open, dunder attributes,
-frame and module walking). It is a filter, not the sandbox: the worker's
-restricted builtins, audit hook and OS limits stop what slips through.
+frame and module walking, string-named attribute helpers, str.format on a
+non-literal template, a connection's own guards). It is a filter, not the
+sandbox: the loader's restricted builtins and module stand-ins, the worker's
+audit hook and, above all, its OS boundary stop what slips through.
 """
 
 from __future__ import annotations
@@ -35,8 +37,14 @@ FORBIDDEN_ATTRS = frozenset({
     "f_globals", "f_locals", "f_builtins", "f_back", "f_code", "gi_frame", "gi_code", "cr_frame", "cr_code",
     "ag_frame", "ag_code", "tb_frame", "tb_next", "co_code", "func_globals", "mro", "modules",
     "Formatter", "get_field", "attrgetter", "methodcaller", "enable_load_extension", "load_extension",
-    "system", "popen",
+    "system", "popen", "get_type_hints", "ForwardRef",
+    # a connection's own guards (limits, authorizer, deadline) and the way back to it from a cursor
+    "setlimit", "set_authorizer", "set_progress_handler", "set_trace_callback", "connection",
 }) | FORBIDDEN_MODULES
+# str.format reads attributes named in its template: allowed on a literal template only.
+FORMAT_METHODS = frozenset({"format", "format_map"})
+# Names getattr() & co. refuse at run time (the template of a dynamic format is unknown).
+DANGEROUS_NAMES = FORBIDDEN_ATTRS | FORMAT_METHODS
 # namedtuple's public API happens to start with an underscore.
 PUBLIC_UNDERSCORE_ATTRS = frozenset({"_asdict", "_replace", "_fields", "_make", "_field_defaults"})
 _FORMAT_DUNDER = re.compile(r"\{[^{}]*(\.|\[)\s*_")  # "{0.__class__}".format(...)
@@ -50,6 +58,14 @@ class CodeRejected(SynthError):
         self.problems = problems
         shown = "; ".join(problems[:5]) + (f" (+{len(problems) - 5} more)" if len(problems) > 5 else "")
         super().__init__(f"{filename} refused by the sandbox code check: {shown}")
+
+
+def _imported_names(tree: ast.AST) -> set[str]:
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+    return names
 
 
 def _bound_names(tree: ast.AST) -> set[str]:
@@ -87,6 +103,7 @@ def check_source(src: str, filename: str = "<env code>") -> list[str]:
     except SyntaxError as exc:
         return [f"line {exc.lineno}: syntax error: {exc.msg}"]
     bound = _bound_names(tree)
+    imported = _imported_names(tree)
     problems: list[str] = []
 
     def bad(node: ast.AST, msg: str) -> None:
@@ -101,7 +118,7 @@ def check_source(src: str, filename: str = "<env code>") -> list[str]:
             if node.level or (node.module or "").split(".")[0] not in ALLOWED_IMPORTS:
                 bad(node, f"import from {'.' * node.level}{node.module or ''!s} is not allowed")
             for alias in node.names:
-                if alias.name == "*" or alias.name.startswith("_") or alias.name in FORBIDDEN_ATTRS:
+                if alias.name == "*" or alias.name.startswith("_") or alias.name in DANGEROUS_NAMES:
                     bad(node, f"'from {node.module} import {alias.name}' is not allowed")
         elif isinstance(node, ast.Name):
             if node.id in FORBIDDEN_CALLS:
@@ -115,11 +132,19 @@ def check_source(src: str, filename: str = "<env code>") -> list[str]:
                 bad(node, f"access to private attribute {node.attr!r} is not allowed")
             elif node.attr in FORBIDDEN_ATTRS:
                 bad(node, f"access to attribute {node.attr!r} is not allowed")
+            elif node.attr in FORMAT_METHODS and not (isinstance(node.value, ast.Constant)
+                                                      and isinstance(node.value.value, str)):
+                bad(node, f".{node.attr}() is allowed on a literal template only (use an f-string)")
+            elif (isinstance(node.ctx, (ast.Store, ast.Del)) and isinstance(node.value, ast.Name)
+                  and node.value.id in imported):
+                bad(node, f"changing attributes of imported {node.value.id!r} is not allowed")
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
             if node.func.id in ("getattr", "setattr", "delattr", "hasattr") and len(node.args) >= 2:
                 name = node.args[1]
                 if isinstance(name, ast.Constant) and isinstance(name.value, str) and name.value.startswith("_"):
                     bad(node, f"{node.func.id}() on private attribute {name.value!r} is not allowed")
+                elif isinstance(name, ast.Constant) and name.value in DANGEROUS_NAMES:
+                    bad(node, f"{node.func.id}() on attribute {name.value!r} is not allowed")
         elif isinstance(node, ast.MatchClass):
             for attr in node.kwd_attrs:
                 if attr.startswith("_"):

@@ -8,7 +8,6 @@ when trusted=True).
 
 from __future__ import annotations
 
-import json
 import uuid
 import weakref
 from pathlib import Path
@@ -18,6 +17,7 @@ from pydantic import ValidationError
 
 from synth.artifacts import EnvBug, EnvManifest, Task, ToolSpec
 from synth.database import db_sha256
+from synth.envfiles import env_file_exists, parse_json, read_env_bytes, read_env_json, read_env_text, safe_env_id
 from synth.errors import InputError
 from synth.runtime.episode import Episode
 from synth.runtime.schema_check import ArgumentValidator
@@ -45,7 +45,8 @@ class Env:
         self.tools_src, self.verifiers_src = tools_src, verifiers_src
         self.initial_db = initial_db
         self.backend = backend
-        self.bugs: list[EnvBug] = []
+        self.bugs: list[EnvBug] = []  # the most recent ones (episode.MAX_BUGS)
+        self.bug_count = 0
         self.validators = {t.name: ArgumentValidator(t.name, t.parameters) for t in tools}
         self.openai_tools = [openai_tool(t) for t in tools]
         self._key = uuid.uuid4().hex[:12]
@@ -56,31 +57,40 @@ class Env:
 
     @classmethod
     def load(cls, path: Path | str, *, trusted: bool = False, pool: Any = None) -> "Env":
-        """Load an env folder. trusted=True runs its code in this process (verified envs
-        only); otherwise it runs in `pool` (default: the shared SandboxPool)."""
+        """Load an env folder. trusted=True runs its code in this process with no protection
+        (envs you wrote or reviewed only); otherwise it runs in `pool` (default: the shared
+        SandboxPool). The folder is read as untrusted input (see synth.envfiles)."""
         root = Path(path)
         if not root.is_dir():
             raise InputError(f"env folder not found: {root}; pass a folder made by `synth build` "
                              "(e.g. generated/envs/<env_id>)")
-        missing = [f for f in REQUIRED_FILES if not (root / f).is_file()]
+        missing = [f for f in REQUIRED_FILES if not env_file_exists(root, f)]
         if missing:
             raise InputError(f"{root}: missing {', '.join(missing)}; the env folder is incomplete, rebuild it")
         try:
-            manifest = EnvManifest.model_validate_json((root / "env.json").read_text(encoding="utf-8"))
-            tools = [ToolSpec.model_validate(t) for t in json.loads((root / "tools.json").read_text(encoding="utf-8"))]
-            tasks = [Task.model_validate_json(line)
-                     for line in (root / "tasks.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
-        except (ValidationError, ValueError) as exc:
-            first = str(exc).splitlines()[0]
+            manifest = EnvManifest.model_validate(read_env_json(root, "env.json"))
+            raw_tools = read_env_json(root, "tools.json")
+            if not isinstance(raw_tools, list):
+                raise InputError(f"{root}/tools.json: must hold a list of tools; rebuild the env")
+            tools = [ToolSpec.model_validate(t) for t in raw_tools]
+            tasks = [Task.model_validate(parse_json(line, f"{root}/tasks.jsonl line {i}"))
+                     for i, line in enumerate(read_env_text(root, "tasks.jsonl").splitlines(), 1) if line.strip()]
+        except (ValidationError, RecursionError) as exc:
+            first = str(exc).splitlines()[0] if not isinstance(exc, RecursionError) else "nested too deeply"
             raise InputError(f"{root}: invalid env metadata ({first}); rebuild the env") from None
+        safe_env_id(manifest.id, f"{root}/env.json")
         for tool in tools:
             problems = check_portable_schema(tool.parameters)
             if problems:
                 raise InputError(f"{root}/tools.json: tool {tool.name}: {problems[0]}; rebuild the env")
-        initial = (root / "db/initial.sqlite").read_bytes()
-        if manifest.initial_db_sha256 and db_sha256(initial) != manifest.initial_db_sha256:
+        if not manifest.initial_db_sha256:
+            raise InputError(f"{root}/env.json has no initial_db_sha256, so db/initial.sqlite cannot be checked; "
+                             "rebuild the env")
+        initial = read_env_bytes(root, "db/initial.sqlite")
+        if db_sha256(initial) != manifest.initial_db_sha256:
             raise InputError(f"{root}/db/initial.sqlite does not match the sha256 in env.json; "
                              "the folder was edited by hand, rebuild the env")
+        tools_src, verifiers_src = read_env_text(root, "tools.py"), read_env_text(root, "verifiers.py")
         if trusted:
             from synth.runtime.local import LocalHost
 
@@ -89,11 +99,11 @@ class Env:
             from synth.runtime.sandbox import default_pool
 
             backend = pool if pool is not None else default_pool()
-        return cls(root, manifest, tools, tasks, (root / "tools.py").read_text(encoding="utf-8"),
-                   (root / "verifiers.py").read_text(encoding="utf-8"), initial, backend)
+        return cls(root, manifest, tools, tasks, tools_src, verifiers_src, initial, backend)
 
-    def episode(self, task_id: str | None = None) -> Episode:
-        """A fresh episode on a private copy of the initial database."""
+    def episode(self, task_id: str | None = None, *, record: bool = True) -> Episode:
+        """A fresh episode on a private copy of the initial database and fresh module state;
+        record=False keeps no trajectory."""
         if self.closed:
             raise InputError(f"env {self.id} is closed; load it again")
         task = None
@@ -101,7 +111,7 @@ class Env:
             task = self.tasks.get(task_id)
             if task is None:
                 raise InputError(f"env {self.id} has no task {task_id!r}; tasks: {', '.join(self.tasks)}")
-        episode = Episode(self, task, self.backend.open_episode(self._key))
+        episode = Episode(self, task, self.backend.open_episode(self._key), record=record)
         self._episodes.add(episode)
         return episode
 

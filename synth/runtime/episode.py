@@ -14,20 +14,26 @@ import sqlite3
 import threading
 import time
 import uuid
+import weakref
 from typing import TYPE_CHECKING, Any
 
 from synth.artifacts import Check, EnvBug, Reward, Task, TrajectoryStep
 from synth.database import open_bytes
+from synth.runtime.guards import clean_text
 from synth.runtime.sandbox import EpisodeLost
 from synth.runtime.schema_check import ArgumentError
 
 if TYPE_CHECKING:
     from synth.runtime.env import Env
 
+MAX_BUGS = 200  # an env keeps its most recent bugs only; `bug_count` counts them all
+_BUG_ARGUMENT_CHARS = 2000  # a bug's arguments beyond this are kept as a truncated string
+
 # What an agent is told when the env, not the agent, failed.
 _BUG_MESSAGES = {
     "exception": "internal error in the tool: {message}",
     "bad_return": "internal error: {message}",
+    "too_large": "{message}",
     "timeout": "{message}",
     "violation": "internal error: {message}",
     "missing": "internal error: {message}",
@@ -38,8 +44,9 @@ class Episode:
     """Use from one agent at a time; calls on one episode are serialized, episodes
     of the same env run concurrently."""
 
-    def __init__(self, env: "Env", task: Task | None, handle: Any):
+    def __init__(self, env: "Env", task: Task | None, handle: Any, record: bool = True):
         self.env = env
+        self.record = record  # False: no trajectory is kept (a server's episodes, which nobody reads back)
         self.task = task
         self.id = uuid.uuid4().hex[:16]
         self.tools = env.openai_tools
@@ -49,6 +56,8 @@ class Episode:
         self._handle = handle
         self._backend = env.backend
         self._lock = threading.Lock()
+        abandon = getattr(env.backend, "abandon", None)
+        self._finalizer = weakref.finalize(self, abandon, handle) if abandon else None
 
     # ----------------------------------------------------------------- tool calls
 
@@ -56,9 +65,12 @@ class Episode:
         """Call tool `name`; returns {"ok": True, "result": ...} or {"ok": False, "error": ...}."""
         start = time.perf_counter()
         observation = self._call(name, arguments)
-        recorded = dict(arguments) if isinstance(arguments, dict) else arguments  # the caller may reuse its dict
-        self.trajectory.append(TrajectoryStep.model_construct(
-            tool=name, arguments=recorded, observation=observation, duration=time.perf_counter() - start))
+        if not observation["ok"]:
+            observation["error"] = clean_text(str(observation["error"]))
+        if self.record:
+            recorded = dict(arguments) if isinstance(arguments, dict) else arguments  # the caller may reuse its dict
+            self.trajectory.append(TrajectoryStep.model_construct(
+                tool=name, arguments=recorded, observation=observation, duration=time.perf_counter() - start))
         return observation
 
     def _call(self, name: str, arguments: dict[str, Any] | str | None) -> dict[str, Any]:
@@ -89,7 +101,7 @@ class Episode:
                 return {"ok": True, "result": json.loads(reply[1])}
             except (TypeError, ValueError):
                 reply = ("error", "internal", "the sandbox worker sent a result that is not JSON", "")
-        if reply[0] == "tool_error":
+        if reply[0] in ("tool_error", "refused"):
             return {"ok": False, "error": reply[1]}
         _, kind, message, tb = reply
         self._bug(name, clean, kind, message, tb)
@@ -98,9 +110,12 @@ class Episode:
 
     def _bug(self, tool: str, arguments: dict | None, kind: str, message: str, tb: str) -> None:
         bug = EnvBug(env_id=self.env.id, episode_id=self.id, task_id=self.task.task_id if self.task else None,
-                     tool=tool, arguments=arguments, kind=kind, message=message, traceback=tb)
-        self.bugs.append(bug)
-        self.env.bugs.append(bug)
+                     tool=tool, arguments=_bounded(arguments), kind=kind, message=message, traceback=tb)
+        for bugs in (self.bugs, self.env.bugs):
+            bugs.append(bug)
+            if len(bugs) > MAX_BUGS:
+                del bugs[: len(bugs) - MAX_BUGS]
+        self.env.bug_count += 1
 
     # ----------------------------------------------------------------- state
 
@@ -150,6 +165,8 @@ class Episode:
             if self.closed:
                 return
             self.closed = True
+            if self._finalizer is not None:
+                self._finalizer.detach()
             self._backend.close_episode(self._handle)
 
     def __enter__(self) -> "Episode":
@@ -161,3 +178,13 @@ class Episode:
     def __repr__(self) -> str:
         task = self.task.task_id if self.task else None
         return f"Episode(env={self.env.id!r}, task={task!r}, id={self.id!r}, steps={len(self.trajectory)})"
+
+
+def _bounded(arguments: dict | None) -> dict | None:
+    """A bug's arguments, cut down when large (a bug list must not hold megabytes per entry)."""
+    if arguments is None:
+        return None
+    text = json.dumps(arguments, ensure_ascii=False, default=str)
+    if len(text) <= _BUG_ARGUMENT_CHARS:
+        return arguments
+    return {"truncated": text[:_BUG_ARGUMENT_CHARS] + f"... ({len(text):,} characters in all)"}

@@ -7,7 +7,12 @@ Every reply is plain data (the parent unpickles worker replies with no globals):
   ("ok", payload)                      success; a tool's result is JSON text
   ("tool_error", message)              the tool raised ToolError (the agent's fault)
   ("error", kind, message, traceback)  an env bug: exception | timeout | bad_return |
-                                       missing | violation
+                                       too_large | missing | violation
+
+An env's code is compiled once and run again as fresh modules for every episode,
+so nothing a tool keeps at module level survives into the next episode. Episode
+databases are GuardedConnections: env code cannot lift their limits, replace
+their authorizer (no ATTACH, so no VACUUM INTO either) or their deadline.
 """
 
 from __future__ import annotations
@@ -26,11 +31,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
-from synth.database import open_bytes
-from synth.runtime.loader import load_module, unload_module
+from synth.runtime import loader
+from synth.runtime.guards import checked_result, clean_text, open_guarded
+from synth.runtime.loader import compile_source, drop_module, run_module, unload_module
 
 _TB_FRAMES = 8  # last frames kept in a bug's traceback
 _TB_CHARS = 4000
+_MESSAGE_CHARS = 2000  # longest error message passed on
 _PROGRESS_OPS = 5000  # SQLite VM steps between deadline checks
 _SYNTH_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
@@ -42,11 +49,31 @@ class CallTimeout(BaseException):
 @dataclass
 class LoadedEnv:
     label: str
-    tools: dict[str, Callable[..., Any]]
-    verifiers: dict[str, Callable[..., Any]]
-    tool_error: type
+    key: str
+    code: dict[str, tuple[Any, str]]  # "tools" | "verifiers" -> (compiled code, filename)
+    tool_names: list[str]
     initial: bytes
-    modules: list[tuple[str, str]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class LiveEpisode:
+    key: str
+    conn: sqlite3.Connection
+    tools: dict[str, Callable[..., Any]]
+    tool_error: type
+    modules: list[str] = field(default_factory=list)
+    verifiers: dict[str, Callable[..., Any]] | None = None  # run on first evaluate
+
+
+def _tool_functions(ns: dict[str, Any], tool_names: list[str]) -> tuple[dict[str, Callable[..., Any]], type]:
+    tool_error = ns.get("ToolError")
+    if not (isinstance(tool_error, type) and issubclass(tool_error, BaseException)):
+        tool_error = type("NoToolError", (Exception,), {})
+    return {n: ns[n] for n in tool_names if callable(ns.get(n))}, tool_error
+
+
+def _verifier_functions(ns: dict[str, Any]) -> dict[str, Callable[..., Any]]:
+    return {n: f for n, f in ns.items() if isinstance(f, types.FunctionType) and n != "check"}
 
 
 def _encode(value: Any) -> Any:
@@ -68,11 +95,15 @@ class Host:
     needs the main thread, so the trusted in-process mode runs without one."""
 
     def __init__(self, timeout: float | None = None, restricted: bool = True,
-                 guard: Callable[[bool], None] | None = None, violations: list[str] | None = None):
+                 guard: Callable[[bool], None] | None = None, violations: list[str] | None = None,
+                 max_result_bytes: int | None = None):
         self.timeout = timeout
         self.restricted = restricted
+        self.max_result_bytes = max_result_bytes
         self.envs: dict[str, LoadedEnv] = {}
-        self.episodes: dict[int, tuple[str, sqlite3.Connection]] = {}
+        self.episodes: dict[int, LiveEpisode] = {}
+        self._spares: dict[str, tuple[str, dict[str, Any]]] = {}  # env key -> a tools module no episode used
+        self._spare_ids = 0
         self._guard = guard  # tells the worker's audit hook when env code is running
         self._violations = violations if violations is not None else []
         self._deadline = 0.0
@@ -103,104 +134,181 @@ class Host:
     def _progress(self) -> int:
         return 1 if self._deadline and time.monotonic() > self._deadline else 0
 
-    @contextmanager
-    def _env_code(self) -> Iterator[None]:
+    def _enter(self) -> bool:
+        """Env code starts: arm the deadline (main thread only) and tell the audit hook."""
         timed = self.timeout is not None and threading.current_thread() is threading.main_thread()
         if timed:
             self._deadline = time.monotonic() + self.timeout
             signal.setitimer(signal.ITIMER_REAL, self.timeout)
         if self._guard:
             self._guard(True)
+        loader.REFUSED.clear()
+        return timed
+
+    def _leave(self, timed: bool) -> None:
+        if timed:
+            self._deadline = 0.0  # first: an alarm landing now must not raise
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        if self._guard:
+            self._guard(False)
+
+    @contextmanager
+    def _env_code(self) -> Iterator[None]:
+        timed = self._enter()
         try:
             yield
         finally:
-            if timed:
-                self._deadline = 0.0  # first: an alarm landing now must not raise
-                signal.setitimer(signal.ITIMER_REAL, 0)
-            if self._guard:
-                self._guard(False)
+            self._leave(timed)
 
     def _failure(self, exc: BaseException, what: str, message: str) -> tuple:
         # Only the env's frames (and stdlib below them): synth's own frames are noise to a repairer.
         frames = traceback.StackSummary.extract(traceback.walk_tb(exc.__traceback__), lookup_lines=False)
         frames = [f for f in frames if not f.filename.startswith(_SYNTH_DIR)][-_TB_FRAMES:]
-        tb = "".join(traceback.format_list(frames))[-_TB_CHARS:]
+        tb = clean_text("".join(traceback.format_list(frames))[-_TB_CHARS:])
         if isinstance(exc, CallTimeout):
             return ("error", "timeout", f"{what} timed out after {self.timeout:g} s", tb)
         detail = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
         return ("error", "exception", f"{what} raised {detail}", tb)
 
     def _violation(self, what: str) -> tuple | None:
-        if not self._violations:
+        if not self._violations and not loader.REFUSED:
             return None
-        found = "; ".join(self._violations[:3])
+        found = "; ".join((self._violations + loader.REFUSED)[:3])
         self._violations.clear()
+        loader.REFUSED.clear()
         return ("error", "violation", f"{what} was stopped by the sandbox: {found}", "")
 
     # ----------------------------------------------------------------- envs
 
     def op_load(self, key: str, label: str, tools_src: str, verifiers_src: str, initial: bytes,
                 tool_names: list[str]) -> tuple:
-        modules = [(f"synth_env_{key}_tools", f"{label}/tools.py"),
-                   (f"synth_env_{key}_verifiers", f"{label}/verifiers.py")]
-        loaded = []
-        try:
-            with self._env_code():
-                for (name, filename), src in zip(modules, (tools_src, verifiers_src)):
-                    loaded.append(load_module(name, src, filename, restricted=self.restricted))
-        except BaseException as exc:
-            for name, filename in modules:
-                unload_module(name, filename)
-            return self._failure(exc, f"loading {modules[len(loaded)][1]}", _safe_str(exc))
-        tools_mod, verifiers_mod = loaded
-        ns_tools, ns_verifiers = vars(tools_mod), vars(verifiers_mod)
-        tool_error = ns_tools.get("ToolError")
-        if not (isinstance(tool_error, type) and issubclass(tool_error, BaseException)):
-            tool_error = type("NoToolError", (Exception,), {})
-        tools = {n: ns_tools[n] for n in tool_names if callable(ns_tools.get(n))}
-        verifiers = {n: f for n, f in ns_verifiers.items() if isinstance(f, types.FunctionType) and n != "check"}
-        self.envs[key] = LoadedEnv(label, tools, verifiers, tool_error, initial, modules)
+        """Compile the env's code and run it once, so load errors surface now."""
+        files = {"tools": (tools_src, f"{label}/tools.py"), "verifiers": (verifiers_src, f"{label}/verifiers.py")}
+        code: dict[str, tuple[Any, str]] = {}
+        names: dict[str, dict[str, Any]] = {}
+        for part, (src, filename) in files.items():
+            try:
+                with self._env_code():
+                    code[part] = (compile_source(src, filename), filename)
+                    module = run_module(f"synth_env_{key}_{part}", code[part][0], filename,
+                                        restricted=self.restricted)
+                    names[part] = dict(vars(module))
+            except BaseException as exc:
+                for part_name, (_, name) in files.items():
+                    unload_module(f"synth_env_{key}_{part_name}", name)
+                return self._failure(exc, f"loading {filename}", _safe_str(exc))
+            finally:
+                drop_module(f"synth_env_{key}_{part}")
+            violation = self._violation(f"loading {filename}")  # it tried something and swallowed the refusal
+            if violation:
+                return violation
+        tools, _ = _tool_functions(names["tools"], tool_names)
+        verifiers = _verifier_functions(names["verifiers"])
+        self.envs[key] = LoadedEnv(label, key, code, list(tool_names), initial)
         return ("ok", {"missing_tools": [n for n in tool_names if n not in tools], "verifiers": sorted(verifiers)})
 
     def op_unload(self, key: str) -> tuple:
         env = self.envs.pop(key, None)
-        for ep in [ep for ep, (k, _) in self.episodes.items() if k == key]:
+        spare = self._spares.pop(key, None)
+        if spare:
+            drop_module(spare[0])
+        for ep in [ep for ep, live in self.episodes.items() if live.key == key]:
             self.op_close(ep)
-        for name, filename in env.modules if env else []:
-            unload_module(name, filename)
+        for part, (_, filename) in env.code.items() if env else []:
+            unload_module(f"synth_env_{key}_{part}", filename)
         return ("ok", None)
 
     # ----------------------------------------------------------------- episodes
 
+    def _module(self, live: LiveEpisode, env: LoadedEnv, part: str, ep: int) -> dict[str, Any]:
+        """A fresh run of the env's `part` module for one episode (caller guards it as env code)."""
+        name = f"synth_env_{env.key}_{part}_{ep}"
+        live.modules.append(name)
+        code, filename = env.code[part]
+        return vars(run_module(name, code, filename, restricted=self.restricted))
+
+    def _run_tools(self, env: LoadedEnv, name: str) -> dict[str, Any]:
+        code, filename = env.code["tools"]
+        timed = self._enter()
+        try:
+            return vars(run_module(name, code, filename, restricted=self.restricted))
+        except BaseException:
+            drop_module(name)
+            raise
+        finally:
+            self._leave(timed)
+
+    def prepare(self) -> None:
+        """Run a spare tools module for each env now, between requests (the worker calls this
+        after each reply), so opening an episode does not wait for it. A spare that raised or
+        did anything the sandbox refused is dropped: op_open then runs the module itself and
+        reports what happened."""
+        for key, env in self.envs.items():
+            if key in self._spares:
+                continue
+            self._spare_ids += 1
+            name = f"synth_env_{key}_tools_s{self._spare_ids}"
+            try:
+                namespace = self._run_tools(env, name)
+            except BaseException:  # noqa: BLE001 - reported when an episode opens
+                self._violations.clear()
+                loader.REFUSED.clear()
+                continue
+            if self._violations or loader.REFUSED:
+                self._violations.clear()
+                loader.REFUSED.clear()
+                drop_module(name)
+                continue
+            self._spares[key] = (name, namespace)
+
     def op_open(self, ep: int, key: str) -> tuple:
-        conn = open_bytes(self.envs[key].initial)
+        env = self.envs[key]
+        spare = self._spares.pop(key, None)
+        if spare is not None:
+            name, namespace = spare
+        else:
+            name = f"synth_env_{key}_tools_{ep}"
+            try:
+                namespace = self._run_tools(env, name)
+            except BaseException as exc:
+                return (self._violation("starting an episode")
+                        or self._failure(exc, "running tools.py", _safe_str(exc)))
+            violation = self._violation("starting an episode")
+            if violation:
+                drop_module(name)
+                return violation
+        live = LiveEpisode(key, open_guarded(env.initial), *_tool_functions(namespace, env.tool_names), [name])
         if self.timeout is not None:
-            conn.set_progress_handler(self._progress, _PROGRESS_OPS)
-        self.episodes[ep] = (key, conn)
+            sqlite3.Connection.set_progress_handler(live.conn, self._progress, _PROGRESS_OPS)
+        self.episodes[ep] = live
         return ("ok", None)
 
     def op_close(self, ep: int) -> tuple:
-        entry = self.episodes.pop(ep, None)
-        if entry:
-            entry[1].close()
+        live = self.episodes.pop(ep, None)
+        if live:
+            live.conn.close()
+            for name in live.modules:
+                drop_module(name)
         return ("ok", None)
 
     def op_snapshot(self, ep: int) -> tuple:
-        return ("ok", self.episodes[ep][1].serialize())
+        return ("ok", self.episodes[ep].conn.serialize())
 
     def op_call(self, ep: int, tool: str, kwargs: dict[str, Any]) -> tuple:
-        key, conn = self.episodes[ep]
-        env = self.envs[key]
-        fn = env.tools.get(tool)
+        live = self.episodes[ep]
+        conn = live.conn
+        fn = live.tools.get(tool)
         what = f"tool {tool!r}"
         if fn is None:
             return ("error", "missing", f"{what} has no function in tools.py", "")
         try:
             with self._env_code():
-                reply = _run_tool(env, fn, conn, kwargs, what)
+                reply = _run_tool(live, fn, conn, kwargs, what)
         except CallTimeout as exc:  # the deadline hit between the tool's return and the disarm
             reply = ("raised", exc, "")
         reply = self._violation(what) or reply
+        if reply[0] == "ok":
+            reply = checked_result(reply[1], what, self.max_result_bytes)
         if reply[0] == "ok":
             try:
                 conn.commit()  # one call, one transaction: a failed call leaves no trace
@@ -213,30 +321,32 @@ class Host:
         return reply
 
     def op_evaluate(self, ep: int, verifier: str, answer: str | None) -> tuple:
-        key, conn = self.episodes[ep]
-        env = self.envs[key]
-        fn = env.verifiers.get(verifier)
-        if fn is None:
-            return ("error", "missing", f"verifier {verifier!r} is not defined in verifiers.py", "")
-        initial, final = open_bytes(env.initial, readonly=True), open_bytes(conn.serialize(), readonly=True)
+        live = self.episodes[ep]
+        env = self.envs[live.key]
+        what = f"verifier {verifier!r}"
+        initial, final = open_guarded(env.initial, readonly=True), open_guarded(live.conn.serialize(), readonly=True)
         try:
             with self._env_code():
+                if live.verifiers is None:
+                    live.verifiers = _verifier_functions(self._module(live, env, "verifiers", ep))
+                fn = live.verifiers.get(verifier)
+                if fn is None:
+                    return ("error", "missing", f"verifier {verifier!r} is not defined in verifiers.py", "")
                 checks = _plain_checks(fn(initial, final, answer))
         except BaseException as exc:
-            return self._violation(f"verifier {verifier!r}") or self._failure(
-                exc, f"verifier {verifier!r}", _safe_str(exc))
+            return self._violation(what) or self._failure(exc, what, _safe_str(exc))
         finally:
             initial.close()
             final.close()
-        return self._violation(f"verifier {verifier!r}") or ("ok", checks)
+        return self._violation(what) or ("ok", checks)
 
 
-def _run_tool(env: LoadedEnv, fn: Callable[..., Any], conn: sqlite3.Connection, kwargs: dict[str, Any],
+def _run_tool(live: LiveEpisode, fn: Callable[..., Any], conn: sqlite3.Connection, kwargs: dict[str, Any],
               what: str) -> tuple:
     """Call one tool; messages are taken here, while the audit hook still treats this as env code."""
     try:
         result = fn(conn, **kwargs)
-    except env.tool_error as exc:
+    except live.tool_error as exc:
         return ("tool_error", _safe_str(exc) or "the tool refused the request")
     except BaseException as exc:
         return ("raised", exc, _safe_str(exc))
@@ -259,7 +369,7 @@ def _plain_checks(result: Any) -> list[tuple[str, bool, float]]:
         weight = item.get("weight", 1.0)
         if isinstance(weight, bool) or not isinstance(weight, (int, float)) or weight < 0:
             raise ValueError(f"check {item['name']!r} has an invalid weight {weight!r}")
-        checks.append((item["name"], bool(item["passed"]), float(weight)))
+        checks.append((clean_text(item["name"][:200]), bool(item["passed"]), float(weight)))
     return checks
 
 
@@ -272,6 +382,9 @@ def _rollback(conn: sqlite3.Connection) -> None:
 
 def _safe_str(exc: BaseException) -> str:
     try:
-        return str(exc)
+        text = str(exc)
     except BaseException:  # a hostile or broken __str__
         return "<unprintable message>"
+    if not isinstance(text, str):
+        return "<unprintable message>"
+    return clean_text(text[:_MESSAGE_CHARS] + ("..." if len(text) > _MESSAGE_CHARS else ""))

@@ -1,6 +1,12 @@
-"""Second layer of defence: load generated code as a module whose builtins are
-restricted (no open/exec/eval/compile, an import hook limited to the allowed
-modules, getattr & co. refusing private names).
+"""Second layer of defence: run generated code as a module whose builtins are
+restricted (no open/exec/eval/compile, getattr & co. refusing private and
+dangerous names) and whose imports give read-only stand-ins of the allowed
+modules that carry only what tool code may touch: no module reachable through
+another module's attributes (`typing.sys`, `uuid.os`), no helper that takes an
+attribute name as a string (`operator.attrgetter`, `typing.get_type_hints`).
+
+Code is compiled once and executed again for every episode (`run_module`), so
+module-level state never outlives an episode.
 
 Used by the sandbox worker and by the trusted in-process mode alike, so both
 run the same code the same way.
@@ -8,31 +14,100 @@ run the same code the same way.
 
 from __future__ import annotations
 
+import __future__
 import builtins
+import functools
 import linecache
 import sys
 import types
 from typing import Any
 
-from synth.runtime.codecheck import _PARSE_LOCK, ALLOWED_IMPORTS, PUBLIC_UNDERSCORE_ATTRS
+from synth.runtime.codecheck import _PARSE_LOCK, ALLOWED_IMPORTS, DANGEROUS_NAMES, PUBLIC_UNDERSCORE_ATTRS
 
 _REMOVED = {
     "exec", "eval", "compile", "open", "globals", "locals", "vars", "breakpoint", "input", "help", "exit",
     "quit", "copyright", "credits", "license", "memoryview", "__loader__", "__spec__", "__import__",
 }
+# Per allowed module, public names that still lead out: evaluation of strings, attribute
+# lookups by name, and process-wide state one episode could leave for the next.
+_DENIED = {
+    "typing": {"get_type_hints", "ForwardRef", "get_overloads", "clear_overloads"},
+    "operator": {"attrgetter", "methodcaller"},
+    "string": {"Formatter"},
+    "sqlite3": {"register_adapter", "register_converter", "adapters", "converters", "enable_callback_tracebacks",
+                "enable_shared_cache", "complete_statement"},
+    "time": {"tzset"},
+}
+# Submodules tool code may use as attributes of their package (`collections.abc.Mapping`).
+_SUBMODULES = {"collections": ("abc",)}
+
+
+# What env code tried and was refused (hidden module attributes, dangerous names). The host
+# reports it as a sandbox violation even when the code swallowed the error.
+REFUSED: list[str] = []
+_HIDDEN: dict[str, frozenset[str]] = {}  # stand-in name -> real attributes it leaves out
+
+
+def refuse(what: str) -> None:
+    if len(REFUSED) < 20:
+        REFUSED.append(what)
+
+
+class SafeModule(types.ModuleType):
+    """A read-only stand-in for an allowed module."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name in _HIDDEN.get(self.__name__, ()):
+            refuse(f"{self.__name__[len('<sandboxed '):-1]}.{name}")
+        raise AttributeError(f"module {self.__name__!r} has no attribute {name!r} (environment code may use "
+                             "only the plain functions and classes of allowed modules)")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"module {self.__name__!r} is read-only in environment code")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"module {self.__name__!r} is read-only in environment code")
+
+
+@functools.cache
+def safe_module(name: str) -> SafeModule:
+    """The stand-in for module `name` (its __name__ is not the real one, so `from x import y`
+    cannot fall back to sys.modules and reach a real submodule)."""
+    real = sys.modules.get(name) or builtins.__import__(name, fromlist=("_",))
+    denied = _DENIED.get(name, set())
+    keep = {k: v for k, v in vars(real).items()
+            if not k.startswith("_") and not isinstance(v, types.ModuleType) and k not in denied
+            and k not in DANGEROUS_NAMES}
+    for sub in _SUBMODULES.get(name, ()):
+        keep[sub] = safe_module(f"{name}.{sub}")
+    module = SafeModule(f"<sandboxed {name}>")
+    vars(module).update(keep)
+    _HIDDEN[module.__name__] = frozenset(k for k in vars(real) if not k.startswith("__") and k not in keep)
+    return module
+
+
+_IMPORTED: dict[tuple[str, bool], SafeModule] = {}  # (name, from-import?) -> stand-in: imports run per episode
 
 
 def _restricted_import(name: str, globals=None, locals=None, fromlist=(), level=0):  # noqa: A002
-    if level or name.split(".")[0] not in ALLOWED_IMPORTS:
+    found = _IMPORTED.get((name, bool(fromlist))) if not level and isinstance(name, str) else None
+    if found is not None:
+        return found
+    if level or not isinstance(name, str) or name.split(".")[0] not in ALLOWED_IMPORTS:
+        refuse(f"import {str(name)[:60]}")
         raise ImportError(f"import of {name!r} is not allowed in environment code")
-    return builtins.__import__(name, globals, locals, fromlist, level)
+    builtins.__import__(name, None, None, (), 0)  # loads it (and its parents) if needed
+    module = safe_module(name) if fromlist else safe_module(name.split(".")[0])
+    _IMPORTED[(name, bool(fromlist))] = module
+    return module
 
 
 def _public(name: Any) -> str:
     if not isinstance(name, str):
         raise TypeError("attribute name must be a string")
-    if name.startswith("_") and name not in PUBLIC_UNDERSCORE_ATTRS:
-        raise AttributeError(f"access to private attribute {name!r} is not allowed in environment code")
+    if (name.startswith("_") and name not in PUBLIC_UNDERSCORE_ATTRS) or name in DANGEROUS_NAMES:
+        refuse(f"attribute {name[:60]!r} by name")
+        raise AttributeError(f"access to attribute {name!r} is not allowed in environment code")
     return name
 
 
@@ -52,36 +127,55 @@ def _delattr(obj: Any, name: str) -> None:
     delattr(obj, _public(name))
 
 
-def safe_builtins() -> dict[str, Any]:
-    """A fresh builtins dict for one module (fresh, so one env cannot alter another's)."""
+@functools.cache
+def _builtins_template() -> dict[str, Any]:
     table = {k: v for k, v in vars(builtins).items() if k not in _REMOVED}
     table.update(__import__=_restricted_import, getattr=_getattr, hasattr=_hasattr, setattr=_setattr,
                  delattr=_delattr)
     return table
 
 
-def load_module(name: str, source: str, filename: str, *, restricted: bool = True) -> types.ModuleType:
-    """Compile and run `source` as module `name`.
+def compile_source(source: str, filename: str) -> types.CodeType:
+    """Compile once per env; the source goes into linecache so tracebacks need no file reads."""
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    with _PARSE_LOCK:  # see codecheck: the 3.11 parser is not thread-safe
+        # Annotations stay strings (PEP 563): evaluating them on every episode's run is wasted work.
+        return compile(source, filename, "exec", flags=__future__.annotations.compiler_flag, dont_inherit=True)
+
+
+def run_module(name: str, code: types.CodeType, filename: str, *, restricted: bool = True) -> types.ModuleType:
+    """Execute compiled env code as a new module `name`.
 
     The module is registered in sys.modules so that stdlib helpers that look a
     module's globals up by name (typing, dataclasses) get its restricted
     builtins rather than an empty dict that would be filled with the real ones.
-    The source goes into linecache so tracebacks show lines without file reads.
     """
     module = types.ModuleType(name)
     module.__file__ = filename
     if restricted:
-        module.__dict__["__builtins__"] = safe_builtins()
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    with _PARSE_LOCK:  # see codecheck: the 3.11 parser is not thread-safe
-        code = compile(source, filename, "exec")
+        # Shared, not copied: env code has no way to the dict (no __builtins__, vars or globals,
+        # no dunder attributes), and a worker process only ever holds one env.
+        module.__dict__["__builtins__"] = _builtins_template()
     sys.modules[name] = module
     try:
         exec(code, module.__dict__)  # noqa: S102 - this is the loader; the code passed the checks
     except BaseException:
-        unload_module(name, filename)
+        sys.modules.pop(name, None)
         raise
     return module
+
+
+def load_module(name: str, source: str, filename: str, *, restricted: bool = True) -> types.ModuleType:
+    """compile_source + run_module."""
+    return run_module(name, compile_source(source, filename), filename, restricted=restricted)
+
+
+def drop_module(name: str) -> None:
+    """Forget a module and empty its namespace: that breaks the function <-> globals cycles,
+    so an episode's module is freed at once instead of by a later garbage collection."""
+    module = sys.modules.pop(name, None)
+    if module is not None:
+        vars(module).clear()
 
 
 def unload_module(name: str, filename: str) -> None:

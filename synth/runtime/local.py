@@ -1,8 +1,9 @@
 """Trusted in-process mode: the same Host the sandbox worker runs, called directly.
 
-For verified envs when speed matters more than isolation; chosen explicitly with
-Env.load(..., trusted=True). The static check and the restricted builtins still
-apply; there is no process boundary, no OS limit and no timeout.
+It runs generated code in this process with no protection: no OS boundary, no
+resource limit, no timeout. The static check and the restricted builtins still
+run, but they are filters that catch mistakes, not a security boundary. Use it
+only for envs you wrote or reviewed; chosen explicitly with Env.load(..., trusted=True).
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ class LocalHost:
     """Same interface as SandboxPool (register_env, open_episode, call, ...), in-process."""
 
     def __init__(self) -> None:
-        self._host = Host(timeout=None, restricted=True)
+        from synth.config import load_settings
+
+        self._host = Host(timeout=None, restricted=True, max_result_bytes=load_settings().max_result_bytes)
         self._ids = itertools.count(1)
         self._prefix = uuid.uuid4().hex[:6]  # module names stay unique across LocalHosts
 
@@ -35,7 +38,9 @@ class LocalHost:
 
     def open_episode(self, key: str) -> int:
         ep = next(self._ids)
-        self._host.op_open(ep, f"{self._prefix}_{key}")
+        reply = self._host.op_open(ep, f"{self._prefix}_{key}")
+        if reply[0] != "ok":
+            raise EnvLoadError(f"the env's code failed to start an episode: {reply[2]}")
         return ep
 
     def _check(self, ep: int) -> None:
@@ -45,6 +50,9 @@ class LocalHost:
     def call(self, ep: int, tool: str, kwargs: dict) -> tuple:
         self._check(ep)
         return self._host.op_call(ep, tool, kwargs)
+
+    def unverifiable(self) -> str | None:
+        return None  # trusted mode is the operator's explicit choice
 
     def evaluate(self, ep: int, verifier: str, answer: str | None) -> tuple:
         self._check(ep)

@@ -1,43 +1,43 @@
-"""The parent side of the sandbox: a pool of worker processes that run env code.
+"""The parent side of the sandbox: worker processes that run env code.
 
-Each worker is `python -S -m synth.runtime.worker` (see worker.py for what it
-locks down) talking over two pipes. A worker serves one request at a time; the
-pool spreads episodes over workers and loads an env's code into a worker the
-first time one of its episodes lands there.
+Each worker is `python -S -m synth.runtime.worker` (see worker.py and confine.py
+for what it locks down) talking over two pipes. One worker serves one request
+at a time and only ever holds one env's code: the pool binds a worker to an
+env the first time it loads that env there, and a worker that held another env
+is replaced by a fresh process, never reused. At most `workers` processes run;
+an env gets more of them (up to the cap) when its episodes run concurrently,
+and an idle worker of another env is replaced when the cap is reached.
 
 Timeouts: the worker interrupts a call itself at `call_timeout` (the episode
 survives); if it has not answered `grace` seconds later it is killed. A killed
-or crashed worker loses only its own episodes: later calls on them raise
+or crashed worker loses only its own env's episodes: later calls on them raise
 EpisodeLost naming the reason, and the next request starts a fresh worker.
 """
 
 from __future__ import annotations
 
+import collections
+import hashlib
 import itertools
-import json
-import logging
 import os
 import pickle
-import select
-import signal
 import subprocess
-import sys
 import threading
 import time
 import weakref
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 
 from synth.errors import SynthError
-from synth.runtime import wire
+from synth.runtime import confine, wire
 from synth.runtime.codecheck import CodeRejected, check_source
+from synth.runtime.workerproc import (Died, SandboxError, Slot, close_slot, exit_reason, notice_weak, shutdown,
+                                      start_worker, well_formed)
 
-log = logging.getLogger(__name__)
-_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # the folder holding `synth/`
+__all__ = ["EnvLoadError", "EpisodeLost", "Handle", "PoolBusy", "SandboxError", "SandboxPool", "default_pool"]
 
 
-class SandboxError(SynthError):
-    """The sandbox itself failed (a worker could not start)."""
+class PoolBusy(SandboxError):
+    """Every worker holds live episodes of other envs; none freed up in time."""
 
 
 class EpisodeLost(SynthError):
@@ -57,49 +57,6 @@ class Handle:
     ep: int
 
 
-@dataclass
-class _Slot:
-    index: int
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    proc: subprocess.Popen | None = None
-    wfd: int = -1
-    rfd: int = -1
-    poller: select.poll | None = None
-    generation: int = 0
-    loaded: set = field(default_factory=set)
-    episodes: int = 0
-    deaths: dict = field(default_factory=dict)  # generation -> reason it ended
-    info: dict = field(default_factory=dict)
-
-
-class _Died(Exception):
-    def __init__(self, reason: str, timed_out: bool):
-        super().__init__(reason)
-        self.reason, self.timed_out = reason, timed_out
-
-
-def _exit_reason(code: int | None) -> str:
-    if code is None:
-        return "did not exit"
-    if code < 0:
-        try:
-            return f"killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
-    return f"exited with code {code}"
-
-
-def _well_formed(reply: object) -> bool:
-    """The reply shapes host.py produces; anything else means the worker is not itself."""
-    if not isinstance(reply, tuple) or not reply:
-        return False
-    if reply[0] in ("ok", "hello"):
-        return len(reply) == 2
-    if reply[0] == "tool_error":
-        return len(reply) == 2 and isinstance(reply[1], str)
-    return reply[0] == "error" and len(reply) == 4 and all(isinstance(x, str) for x in reply[1:])
-
-
 def check_env_code(tools_src: str, verifiers_src: str) -> None:
     for filename, src in (("tools.py", tools_src), ("verifiers.py", verifiers_src)):
         problems = check_source(src, filename)
@@ -110,28 +67,54 @@ def check_env_code(tools_src: str, verifiers_src: str) -> None:
 class SandboxPool:
     """Worker processes for untrusted env code; safe to use from many threads.
 
-    `ast_check` and `restricted` (restricted builtins) exist to be switched off
-    only by the sandbox's own tests, to show the OS layer holds without them.
+    `ast_check`, `restricted` (restricted builtins), `audit` (the audit hook) and
+    `skip_layers` (OS layers) exist to be switched off only by the sandbox's own
+    tests, to show each layer holds without the others.
     """
 
     def __init__(self, workers: int = 2, memory_mb: int = 1024, call_timeout: float | None = None, *,
                  grace: float = 1.0, cpu_seconds: int = 3600, startup_timeout: float = 30.0,
-                 ast_check: bool = True, restricted: bool = True):
-        if call_timeout is None:
+                 wait_timeout: float = 120.0, max_argument_bytes: int | None = None,
+                 max_result_bytes: int | None = None, allow_weak: bool | None = None,
+                 ast_check: bool = True, restricted: bool = True, audit: bool = True,
+                 skip_layers: tuple[str, ...] = ()):
+        if call_timeout is None or max_argument_bytes is None or max_result_bytes is None or allow_weak is None:
             from synth.config import load_settings
 
-            call_timeout = load_settings().tool_timeout
+            settings = load_settings()
+            call_timeout = settings.tool_timeout if call_timeout is None else call_timeout
+            max_argument_bytes = settings.max_argument_bytes if max_argument_bytes is None else max_argument_bytes
+            max_result_bytes = settings.max_result_bytes if max_result_bytes is None else max_result_bytes
+            allow_weak = settings.allow_weak_sandbox if allow_weak is None else allow_weak
         if workers < 1:
             raise ValueError("a sandbox pool needs at least one worker")
         self.call_timeout, self.grace = call_timeout, grace
         self.memory_mb, self.cpu_seconds, self.startup_timeout = memory_mb, cpu_seconds, startup_timeout
-        self.ast_check, self.restricted = ast_check, restricted
-        self._slots = [_Slot(i) for i in range(workers)]
+        self.wait_timeout = wait_timeout
+        self.max_argument_bytes, self.max_result_bytes = max_argument_bytes, max_result_bytes
+        self.allow_weak = allow_weak
+        self.ast_check, self.restricted, self.audit = ast_check, restricted, audit
+        self.skip_layers = tuple(skip_layers)
+        self.missing_layers: list[str] = []
+        self._slots = [Slot(i) for i in range(workers)]
         self._envs: dict[str, tuple] = {}
+        self._identity: dict[str, str] = {}  # env key -> hash of its id and code
+        self._spare: Slot | None = None  # a clean worker started ahead of need
+        self._spare_starting = False
+        self._spares_made: list[Slot] = []
+        self._abandoned: collections.deque[Handle] = collections.deque()
+        for spare in self._spares_made:
+            for fd in (spare.wfd, spare.rfd):
+                if fd >= 0:
+                    os.close(fd)
+            spare.proc, spare.wfd, spare.rfd, spare.poller = None, -1, -1, None
+        self._spare, self._spare_starting = None, False
         self._lock = threading.Lock()
+        self._freed = threading.Condition(self._lock)
         self._ids = itertools.count(1)
         self._closed = False
-        self._finalizer = weakref.finalize(self, _shutdown, self._slots)
+        self._finalizer = weakref.finalize(self, shutdown, self._slots, self._spares_made)
+        confine.mark_nondumpable()  # our environment (API keys) and memory stay ours
         ref = weakref.ref(self)
         os.register_at_fork(after_in_child=lambda: (pool := ref()) and pool._forget_workers())
 
@@ -146,169 +129,301 @@ class SandboxPool:
                 slot.deaths[slot.generation] = "it belongs to the parent of this forked process"
                 slot.generation += 1
             slot.proc, slot.wfd, slot.rfd, slot.poller = None, -1, -1, None
-            slot.loaded, slot.episodes = set(), 0
+            slot.env, slot.loaded, slot.loaded_key, slot.episodes, slot.pending = None, None, None, 0, 0
+        for spare in self._spares_made:
+            for fd in (spare.wfd, spare.rfd):
+                if fd >= 0:
+                    os.close(fd)
+            spare.proc, spare.wfd, spare.rfd, spare.poller = None, -1, -1, None
+        self._spare, self._spare_starting = None, False
         self._lock = threading.Lock()
+        self._freed = threading.Condition(self._lock)
 
     # ----------------------------------------------------------------- workers
 
-    def _start(self, slot: _Slot) -> None:
-        to_worker_r, to_worker_w = os.pipe()
-        from_worker_r, from_worker_w = os.pipe()
-        config = {"rfd": to_worker_r, "wfd": from_worker_w, "memory_mb": self.memory_mb,
-                  "cpu_seconds": self.cpu_seconds, "timeout": self.call_timeout, "restricted": self.restricted}
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": _PACKAGE_ROOT,
-               "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0", "LANG": "C.UTF-8"}
-        try:
-            proc = subprocess.Popen(
-                [sys.executable, "-S", "-m", "synth.runtime.worker", json.dumps(config)],
-                pass_fds=(to_worker_r, from_worker_w), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE, env=env, cwd="/", start_new_session=True,
-            )
-        except OSError as exc:
-            os.close(to_worker_w)
-            os.close(from_worker_r)
-            raise SandboxError(f"cannot start a sandbox worker with {sys.executable}: {exc}") from None
-        finally:
-            os.close(to_worker_r)
-            os.close(from_worker_w)
-        slot.proc, slot.wfd, slot.rfd = proc, to_worker_w, from_worker_r
-        slot.poller = select.poll()
-        slot.poller.register(from_worker_r, select.POLLIN)
-        try:
-            hello = wire.recv_untrusted(slot.rfd, slot.poller, time.monotonic() + self.startup_timeout)
-        except (wire.WireClosed, wire.WireTimeout, pickle.UnpicklingError, ValueError, OSError) as exc:
-            proc.kill()
-            err = proc.stderr.read().decode(errors="replace").strip().splitlines() if proc.stderr else []
-            self._discard(slot)
-            detail = err[-1] if err else type(exc).__name__
-            raise SandboxError(f"sandbox worker failed to start: {detail}") from None
-        proc.stderr.close()
-        slot.info = hello[1] if isinstance(hello, tuple) and len(hello) == 2 else {}
-        if not slot.info.get("netns"):
-            log.debug("sandbox worker %s: no network namespace (%s)", proc.pid, slot.info.get("notes"))
+    def _options(self) -> dict:
+        return {"memory_mb": self.memory_mb, "cpu_seconds": self.cpu_seconds, "timeout": self.call_timeout,
+                "restricted": self.restricted, "audit": self.audit, "skip_layers": list(self.skip_layers),
+                "max_result_bytes": self.max_result_bytes}
 
-    def _discard(self, slot: _Slot) -> None:
-        _close_slot(slot)
+    def _start(self, slot: Slot) -> None:
+        """Give `slot` a clean worker: the spare one started in the background if it is ready
+        (a process start with its lockdown takes ~0.1 s), else a new one; then start the next spare."""
+        with self._lock:
+            spare, self._spare = self._spare, None
+        if spare is not None and spare.proc is not None and spare.proc.poll() is None:
+            slot.proc, slot.wfd, slot.rfd, slot.poller, slot.info = (spare.proc, spare.wfd, spare.rfd,
+                                                                     spare.poller, spare.info)
+            spare.proc, spare.wfd, spare.rfd, spare.poller = None, -1, -1, None  # the slot owns them now
+        else:
+            if spare is not None:
+                close_slot(spare)
+            start_worker(slot, self._options(), self.startup_timeout)
+        self._prestart()
+        self._check_layers(slot)
 
-    def _die(self, slot: _Slot, reason: str) -> None:
+    def _prestart(self) -> None:
+        with self._lock:
+            if self._spare_starting or self._spare is not None or self._closed:
+                return
+            self._spare_starting = True
+
+        def run() -> None:
+            spare = Slot(-1)
+            try:
+                start_worker(spare, self._options(), self.startup_timeout)
+            except SandboxError:
+                spare = None
+            finally:
+                with self._lock:
+                    self._spare_starting = False
+                    keep = spare is not None and self._spare is None and not self._closed
+                    if keep:
+                        self._spare = spare
+                        self._spares_made.append(spare)  # closed at shutdown if never used
+            if spare is not None and not keep:
+                close_slot(spare)
+
+        threading.Thread(target=run, name="sandbox-spare", daemon=True).start()
+
+    def _check_layers(self, slot: Slot) -> None:
+        missing = confine.missing(slot.info)
+        if missing:
+            self.missing_layers = sorted(set(self.missing_layers) | set(missing))
+            notice_weak(missing, [str(n) for n in slot.info.get("notes", [])], self.allow_weak)
+
+    def unverifiable(self) -> str | None:
+        """Why envs run by this pool must not be marked verified (None: they may be)."""
+        if not self.missing_layers or self.allow_weak:
+            return None
+        return (f"the sandbox's OS layer is incomplete on this machine (missing {', '.join(self.missing_layers)}); "
+                "pass --allow-weak-sandbox to mark envs verified anyway")
+
+    def _die(self, slot: Slot, reason: str) -> None:
         """Record why this generation ended, drop its state; the next request starts anew."""
         slot.deaths[slot.generation] = reason
-        self._discard(slot)
+        close_slot(slot)
         slot.generation += 1
-        slot.loaded = set()
+        slot.loaded = slot.loaded_key = None
         with self._lock:
             slot.episodes = 0
+            self._freed.notify_all()
 
-    def _request(self, slot: _Slot, request: tuple, timeout: float) -> tuple:
+    def _request(self, slot: Slot, request: tuple, timeout: float, limit: int | None = None) -> tuple:
         """Send one request and wait for its reply (caller holds slot.lock)."""
         if slot.proc is None:
             self._start(slot)
         try:
-            wire.send(slot.wfd, request)
+            wire.send(slot.wfd, request, limit)
             reply = wire.recv_untrusted(slot.rfd, slot.poller, time.monotonic() + timeout)
+        except wire.TooLarge:
+            raise
         except wire.WireTimeout:
             reason = f"timed out after {timeout:g} s"
             self._die(slot, reason)
-            raise _Died(reason, True) from None
+            raise Died(reason, True) from None
         except (wire.WireClosed, OSError, pickle.UnpicklingError, ValueError, EOFError) as exc:
             proc = slot.proc
             try:
                 code = proc.wait(timeout=2) if proc else None
             except subprocess.TimeoutExpired:
                 code = None
-            reason = _exit_reason(code) if code is not None else f"broke the protocol ({type(exc).__name__})"
+            reason = exit_reason(code) if code is not None else f"broke the protocol ({type(exc).__name__})"
             self._die(slot, reason)
-            raise _Died(reason, False) from None
-        if not _well_formed(reply):
+            raise Died(reason, False) from None
+        if not well_formed(reply):
             self._die(slot, "sent a malformed reply")
-            raise _Died("sent a malformed reply", False)
+            raise Died("sent a malformed reply", False)
         return reply
 
-    # ----------------------------------------------------------------- envs
+    # ----------------------------------------------------------------- placing envs on workers
+
+    def _rank(self, slot: Slot, key: str) -> tuple:
+        """How good an idle slot is for env `key` (lower is better)."""
+        if slot.env == key:
+            return (0, slot.index)
+        if slot.env is None and slot.loaded == self._identity[key]:
+            return (1, slot.index)  # its process already ran this very code: no restart
+        if slot.env is None and slot.loaded is None:
+            return (2 if slot.proc is not None else 3, slot.index)  # a clean process (or none yet)
+        if slot.env is None:
+            return (4, slot.last_used)  # a closed env's worker: its process will be replaced
+        return (5, slot.last_used)  # a live env's idle worker: taken only when this env has none
+
+    def _reserve(self, key: str) -> Slot:
+        """A slot for env `key`, counted as pending until the caller releases it.
+
+        Preference: an idle worker of this env; a free one whose process ran the same code;
+        a clean one; a closed env's; the least loaded worker of this env; an idle worker of
+        another live env (its process is replaced). When every worker is busy, wait."""
+        deadline = time.monotonic() + self.wait_timeout
+        with self._lock:
+            while True:
+                if self._closed:
+                    raise SandboxError("the sandbox pool is closed")
+                if key not in self._envs:
+                    raise SandboxError("the env was closed")
+                self._drain_abandoned()
+                idle = min((s for s in self._slots if s.episodes + s.pending == 0),
+                           key=lambda s: self._rank(s, key), default=None)
+                mine = min((s for s in self._slots if s.env == key), key=lambda s: (s.episodes + s.pending, s.index),
+                           default=None)
+                slot = idle if idle is not None and self._rank(idle, key)[0] < 5 else (mine or idle)
+                if slot is not None:
+                    slot.env = key  # claimed: no other env can take it until it is idle again
+                    slot.pending += 1
+                    slot.last_used = time.monotonic()
+                    return slot
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    busy = ", ".join(f"{s.episodes + s.pending}" for s in self._slots)
+                    raise PoolBusy(f"all {len(self._slots)} sandbox workers hold live episodes of other envs "
+                                   f"({busy} in use); close finished episodes or raise --workers")
+                self._freed.wait(left)
+
+    def _settle(self, slot: Slot, opened: int = 0) -> None:
+        """End a reservation; `opened` episodes now live on the slot."""
+        with self._lock:
+            slot.pending -= 1
+            slot.episodes += opened
+            self._freed.notify_all()
+
+    def _bind(self, slot: Slot, key: str) -> dict | None:
+        """Make sure `slot` runs a process holding `key`'s code and no other env's (caller holds slot.lock).
+
+        A process that ran other code is replaced; one that ran this same code (the same env
+        loaded again, as the pipeline does between stages) is reused."""
+        identity = self._identity[key]
+        if slot.loaded not in (None, identity):
+            self._die(slot, "its worker was given to another env")
+        if slot.proc is not None and slot.loaded == identity and slot.loaded_key == key:
+            return None
+        if slot.proc is not None and slot.loaded_key is not None:
+            self._unload(slot)
+        try:
+            reply = self._request(slot, ("load", key, *self._envs[key]), self.call_timeout + self.grace)
+        except Died as died:
+            raise EnvLoadError(f"loading the env's code killed its sandbox worker ({died.reason})") from None
+        except BaseException:
+            self._die(slot, "loading its env failed")
+            raise
+        if reply[0] != "ok":
+            self._die(slot, "its env failed to load")
+            raise EnvLoadError(f"{reply[2]}; fix the env's code")
+        slot.loaded, slot.loaded_key = identity, key
+        return reply[1]
+
+    def _unload(self, slot: Slot) -> None:
+        """Drop the env object a worker holds (its process keeps only the code's identity)."""
+        try:
+            self._request(slot, ("unload", slot.loaded_key), self.call_timeout + self.grace)
+            slot.loaded_key = None
+        except Died:
+            pass  # the worker is gone, and the env with it
 
     def register_env(self, key: str, label: str, tools_src: str, verifiers_src: str, initial: bytes,
                      tool_names: list[str]) -> dict:
-        """Check and load an env's code once (errors surface here), keep it for other workers."""
+        """Check and load an env's code once (errors surface here), keep it for more workers."""
         if self.ast_check:
             check_env_code(tools_src, verifiers_src)
-        payload = (label, tools_src, verifiers_src, initial, list(tool_names))
-        self._envs[key] = payload
-        slot = self._least_loaded(reserve=False)
-        with slot.lock:
-            try:
-                return self._load(slot, key)
-            except BaseException:
-                self._envs.pop(key, None)
-                raise
-
-    def _load(self, slot: _Slot, key: str) -> dict:
+        code = hashlib.sha256("\0".join((label, tools_src, verifiers_src)).encode("utf-8", "surrogatepass"))
+        with self._lock:
+            self._envs[key] = (label, tools_src, verifiers_src, initial, list(tool_names))
+            self._identity[key] = code.hexdigest()
         try:
-            reply = self._request(slot, ("load", key, *self._envs[key]), self.call_timeout + self.grace)
-        except _Died as died:
-            raise EnvLoadError(f"loading the env's code killed its sandbox worker ({died.reason})") from None
-        if reply[0] != "ok":
-            raise EnvLoadError(f"{reply[2]}; fix the env's code")
-        slot.loaded.add(key)
-        return reply[1]
+            slot = self._reserve(key)
+            try:
+                with slot.lock:
+                    return self._bind(slot, key) or {}
+            finally:
+                self._settle(slot)
+        except BaseException:
+            self._forget_env(key)
+            raise
+
+    def _forget_env(self, key: str, closed: bool = False) -> list[Slot]:
+        """Drop an env's claims on its slots; `closed`: its episodes end with it (handles still
+        held by anyone get EpisodeLost, including episodes dropped without being closed)."""
+        with self._lock:
+            self._envs.pop(key, None)
+            mine = [s for s in self._slots if s.env == key]
+            for slot in mine:
+                if closed and slot.episodes:
+                    slot.deaths[slot.generation] = "its env was closed"
+                    slot.generation += 1
+                    slot.episodes = 0
+                if slot.episodes + slot.pending == 0:
+                    slot.env = None
+            self._freed.notify_all()
+            return mine
+
+    def abandon(self, handle: Handle) -> None:
+        """An episode object was garbage-collected without close(): stop counting it (its database
+        is freed with its env). Safe from a finalizer: no lock, no I/O."""
+        self._abandoned.append(handle)
+
+    def _drain_abandoned(self) -> None:
+        """Caller holds self._lock."""
+        while self._abandoned:
+            handle = self._abandoned.popleft()
+            slot = self._slots[handle.slot]
+            if slot.generation == handle.generation and slot.episodes:
+                slot.episodes -= 1
 
     def unregister_env(self, key: str) -> None:
-        if self._envs.pop(key, None) is None:
+        """Forget an env. Its workers stay up holding its code's identity only: the same code
+        loaded again reuses them; any other env gets them only as fresh processes."""
+        if key not in self._envs:
             return
-        for slot in self._slots:
+        for slot in self._forget_env(key, closed=True):
             with slot.lock:
-                if key in slot.loaded:
-                    slot.loaded.discard(key)
-                    try:
-                        self._request(slot, ("unload", key), self.call_timeout + self.grace)
-                    except _Died:
-                        pass  # the worker is gone, and the env with it
+                if slot.loaded_key == key and slot.proc is not None:
+                    self._unload(slot)
+        with self._lock:
+            self._identity.pop(key, None)
 
     # ----------------------------------------------------------------- episodes
 
-    def _least_loaded(self, reserve: bool = True) -> _Slot:
-        with self._lock:
-            if self._closed:
-                raise SandboxError("the sandbox pool is closed")
-            slot = min(self._slots, key=lambda s: (s.episodes, s.index))
-            if reserve:
-                slot.episodes += 1  # counted now so concurrent opens spread out
-            return slot
-
     def open_episode(self, key: str) -> Handle:
-        slot = self._least_loaded()
+        slot = self._reserve(key)
+        opened = 0
         try:
             with slot.lock:
-                if key not in slot.loaded:
-                    self._load(slot, key)
+                self._bind(slot, key)
                 ep = next(self._ids)
                 try:
-                    self._request(slot, ("open", ep, key), self.call_timeout + self.grace)
-                except _Died as died:
+                    reply = self._request(slot, ("open", ep, key), self.call_timeout + self.grace)
+                except Died as died:
                     raise SandboxError(f"sandbox worker died while opening an episode ({died.reason})") from None
+                if reply[0] != "ok":
+                    raise SandboxError(f"the env's code failed to start an episode: {reply[2]}")
+                opened = 1
                 return Handle(slot.index, slot.generation, ep)
-        except BaseException:
-            with self._lock:
-                slot.episodes = max(0, slot.episodes - 1)
-            raise
+        finally:
+            self._settle(slot, opened)
 
-    def _on_episode(self, handle: Handle, request: tuple, what: str) -> tuple:
+    def _on_episode(self, handle: Handle, request: tuple, what: str, limit: int | None = None) -> tuple:
         slot = self._slots[handle.slot]
         with slot.lock:
             if slot.generation != handle.generation:
                 reason = slot.deaths.get(handle.generation, "it was stopped")
                 raise EpisodeLost(f"episode lost: worker crashed ({reason})")
             try:
-                return self._request(slot, request, self.call_timeout + self.grace)
-            except _Died as died:
+                return self._request(slot, request, self.call_timeout + self.grace, limit)
+            except wire.TooLarge as exc:
+                return ("refused", f"the arguments are {exc.size:,} bytes; the limit is {exc.limit:,} bytes")
+            except Died as died:
                 kind = "killed" if died.timed_out else "crash"
                 return ("error", kind, f"{what} stopped its sandbox worker ({died.reason}); the worker was "
                         "restarted and this episode is lost", "")
 
     def call(self, handle: Handle, tool: str, kwargs: dict) -> tuple:
-        return self._on_episode(handle, ("call", handle.ep, tool, kwargs), f"tool {tool!r}")
+        return self._on_episode(handle, ("call", handle.ep, tool, kwargs), f"tool {tool!r}",
+                                self.max_argument_bytes)
 
     def evaluate(self, handle: Handle, verifier: str, answer: str | None) -> tuple:
-        return self._on_episode(handle, ("evaluate", handle.ep, verifier, answer), f"verifier {verifier!r}")
+        return self._on_episode(handle, ("evaluate", handle.ep, verifier, answer), f"verifier {verifier!r}",
+                                self.max_argument_bytes)
 
     def snapshot(self, handle: Handle) -> bytes:
         reply = self._on_episode(handle, ("snapshot", handle.ep), "snapshot")
@@ -324,23 +439,26 @@ class SandboxPool:
             return  # its worker is gone: nothing left to free, and the count was reset
         with self._lock:
             slot.episodes = max(0, slot.episodes - 1)
+            self._freed.notify_all()
 
     # ----------------------------------------------------------------- lifecycle
 
     def warm(self) -> None:
-        """Start every worker now rather than on first use."""
+        """Start every worker now rather than on first use (clean, bound to no env yet)."""
         for slot in self._slots:
             with slot.lock:
-                if slot.proc is None:
+                if slot.proc is None and slot.loaded is None:
                     self._start(slot)
 
     def stats(self) -> list[dict]:
         return [{"worker": s.index, "pid": s.proc.pid if s.proc else None, "generation": s.generation,
-                 "episodes": s.episodes, "deaths": dict(s.deaths), "info": dict(s.info)} for s in self._slots]
+                 "env": s.env, "loaded": s.loaded, "episodes": s.episodes, "deaths": dict(s.deaths), "info": dict(s.info)}
+                for s in self._slots]
 
     def close(self) -> None:
         with self._lock:
             self._closed = True
+            self._freed.notify_all()
         self._finalizer()
 
     def __enter__(self) -> "SandboxPool":
@@ -348,23 +466,6 @@ class SandboxPool:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _close_slot(slot: _Slot) -> None:
-    """Close the pipes and kill the worker of a slot (the caller holds its lock)."""
-    for fd in (slot.wfd, slot.rfd):
-        if fd >= 0:
-            os.close(fd)
-    if slot.proc is not None:
-        slot.proc.kill()
-        slot.proc.wait()
-    slot.proc, slot.wfd, slot.rfd, slot.poller = None, -1, -1, None
-
-
-def _shutdown(slots: list[_Slot]) -> None:
-    for slot in slots:
-        with slot.lock:
-            _close_slot(slot)
 
 
 _default: SandboxPool | None = None
@@ -376,5 +477,5 @@ def default_pool() -> SandboxPool:
     global _default
     with _default_lock:
         if _default is None or _default._closed:
-            _default = SandboxPool(workers=max(1, min(2, os.cpu_count() or 1)))
+            _default = SandboxPool(workers=max(2, min(4, os.cpu_count() or 1)))
         return _default

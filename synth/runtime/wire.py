@@ -27,13 +27,24 @@ class WireTimeout(TimeoutError):
     """No complete message arrived before the deadline."""
 
 
+class TooLarge(ValueError):
+    """A message over the sender's limit; nothing was sent."""
+
+    def __init__(self, size: int, limit: int):
+        super().__init__(f"message of {size} bytes; the limit is {limit}")
+        self.size, self.limit = size, limit
+
+
 class _PlainUnpickler(pickle.Unpickler):
     def find_class(self, module: str, name: str):  # noqa: ARG002 - refuse every global
         raise pickle.UnpicklingError(f"reply refers to {module}.{name}; only plain data is accepted")
 
 
-def send(fd: int, obj: object) -> None:
+def send(fd: int, obj: object, limit: int | None = None) -> None:
+    """Write one message; over `limit` bytes raises TooLarge before anything is written."""
     data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    if limit is not None and len(data) > limit:
+        raise TooLarge(len(data), limit)
     view = memoryview(_HEADER.pack(len(data)) + data)
     while view:
         view = view[os.write(fd, view) :]

@@ -1,17 +1,20 @@
-"""The sandbox worker process: `python -m synth.runtime.worker CONFIG_JSON`.
+"""The sandbox worker process: `python -S -m synth.runtime.worker CONFIG_JSON`.
 
-Third layer of defence (the process itself). At start-up, before it accepts any
-code, the worker:
+One worker holds one env's code (the pool never mixes envs in a process). At
+start-up, before it accepts any code, the worker:
   1. imports every module env code may use (later imports need no file reads),
-  2. moves into a new network namespace when it can (no interfaces, not even lo),
+  2. applies the operating-system boundary (confine.py): network namespace,
+     root dropped to nobody, no_new_privs, Landlock (read-only standard library,
+     nothing else), non-dumpable, and a seccomp filter that kills the process on
+     any system call that leaves it (sockets, exec, fork, ptrace, signals to others),
   3. sets resource limits: address space, CPU seconds, no file writes (FSIZE=0),
      few file descriptors, no core dumps, no new processes (NPROC=0),
-  4. drops root to nobody, with no_new_privs (so NPROC and file permissions bite),
-  5. installs an audit hook that refuses file writes, reads outside the standard
-     library, sockets, subprocesses, fork/exec, ctypes, and (while env code runs)
-     frame and code-object introspection. Violations are also recorded, so code
-     that swallows the exception is still reported.
-Then it serves length-prefixed requests from the parent on its pipes.
+  4. installs an audit hook that refuses file access, sockets, subprocesses and
+     (while env code runs) frame and code-object introspection, and records what
+     it refused, so code that swallows the exception is still reported.
+The Python layers (code check, restricted builtins, module proxies, audit hook)
+catch mistakes and report them clearly; the OS layer is what holds when they are
+bypassed. Then it serves length-prefixed requests from the parent on its pipes.
 """
 
 from __future__ import annotations
@@ -22,11 +25,10 @@ import os
 import resource
 import signal
 import sys
-import sysconfig
 import threading
 import time
 
-from synth.runtime import wire
+from synth.runtime import confine, wire
 from synth.runtime.codecheck import ALLOWED_IMPORTS, FORBIDDEN_MODULES
 from synth.runtime.host import Host
 
@@ -43,12 +45,9 @@ class _NoAttribute(AttributeError):
     """Frame and code attributes refused the way attribute lookups fail."""
 
 
-_NOBODY = 65534
-_CLONE_NEWNET = 0x40000000
-_PR_SET_NO_NEW_PRIVS = 38
 # Lazily imported helpers that allowed modules need (datetime.strptime -> _strptime).
 _PRELOAD = sorted(ALLOWED_IMPORTS | {"_strptime", "encodings.idna", "encodings.latin_1", "unicodedata",
-                                     "traceback", "linecache"})
+                                     "traceback", "linecache", "collections.abc", "synth.runtime.host"})
 _BLOCKED_PREFIXES = (
     "socket.", "subprocess.", "os.exec", "os.spawn", "os.posix_spawn", "os.fork", "os.forkpty", "os.system",
     "os.kill", "os.killpg", "os.wait", "ctypes.", "pty.", "shutil.", "os.remove", "os.unlink", "os.rename",
@@ -69,28 +68,6 @@ _ENV_BLOCKED = {"pickle.find_class", "gc.get_objects", "gc.get_referrers", "gc.g
 _BLOCKED_IMPORTS = FORBIDDEN_MODULES | {"_posixsubprocess", "_socket", "_ctypes", "_signal",
                                         "_multiprocessing", "_posixshmem", "posix", "_thread", "_io"}
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
-
-
-def _read_roots() -> tuple[str, ...]:
-    paths = sysconfig.get_paths()
-    roots = {os.path.realpath(paths[k]) for k in ("stdlib", "platstdlib") if k in paths}
-    return tuple(r + os.sep for r in roots)
-
-
-def _libc():
-    import ctypes  # only here, before lockdown; the module is dropped afterwards
-
-    return ctypes.CDLL(None, use_errno=True)
-
-
-def _unshare_net(notes: list[str]) -> bool:
-    if os.geteuid() != 0:
-        notes.append("network namespace: not root, relying on the audit hook")
-        return False
-    if _libc().unshare(_CLONE_NEWNET) != 0:
-        notes.append("network namespace: unshare refused, relying on the audit hook")
-        return False
-    return True
 
 
 def _watch_parent(ppid: int) -> None:
@@ -117,23 +94,8 @@ def _set_limits(memory_mb: int, cpu_seconds: int, notes: list[str]) -> None:
             notes.append(f"rlimit {which}: {exc}")
 
 
-def _drop_privileges(notes: list[str]) -> bool:
-    if _libc().prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-        notes.append("no_new_privs: prctl refused")
-    if os.geteuid() != 0:
-        return False
-    try:
-        os.setgroups([])
-        os.setgid(_NOBODY)
-        os.setuid(_NOBODY)
-        return True
-    except OSError as exc:
-        notes.append(f"setuid nobody: {exc}")
-        return False
-
-
 def _make_hook(state: dict, violations: list[str]):
-    roots = _read_roots()
+    roots = tuple(r + os.sep for r in confine.read_roots())
 
     def refuse(what: str) -> None:
         if state["env"] and len(violations) < 20:  # the worker's own refused reads are not the env's fault
@@ -171,32 +133,46 @@ def _short(args: tuple) -> str:
     return text if len(text) < 120 else text[:117] + "..."
 
 
+def _warm() -> None:
+    """Caches that would otherwise read files or start processes on first use."""
+    import datetime as _dt
+    import uuid as _uuid
+
+    _dt.datetime.strptime("2024-01-02 03:04", "%Y-%m-%d %H:%M")  # _strptime's regex cache
+    time.localtime()  # the time zone file
+    _uuid.getnode()  # uuid1() would otherwise run ifconfig-like helpers
+
+
 def lockdown(config: dict, violations: list[str]) -> tuple[dict, dict]:
-    """Apply every OS-level restriction; returns (hook state, info for the parent)."""
-    notes: list[str] = []
+    """Apply every restriction; returns (hook state, info for the parent)."""
+    os.environ.clear()  # the parent passed nothing secret; keep nothing at all
     state = {"locked": False, "env": False}
     hook = _make_hook(state, violations)  # reads sysconfig now, while files can still be read
     for name in _PRELOAD:
         importlib.import_module(name)
-    import datetime as _dt
-
-    _dt.datetime.strptime("2024-01-02 03:04", "%Y-%m-%d %H:%M")  # warms _strptime's regex cache
-    netns = _unshare_net(notes)
-    threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True, name="parent-watch").start()
-    dropped = _drop_privileges(notes)
+    _warm()
+    devnull = os.open(os.devnull, os.O_WRONLY)  # opened before Landlock forbids it
+    watcher = threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True, name="parent-watch")
+    confined = confine.apply(frozenset(config.get("skip_layers", ())), after_namespaces=watcher.start)
+    notes = confined["notes"]
     _set_limits(config["memory_mb"], config["cpu_seconds"], notes)
-    for name in ("ctypes", "ctypes._endian"):
+    for name in ("ctypes", "ctypes._endian", "ctypes.util", "landlock", "landlock.plumbing", "landlock.porcelain",
+                 "pyseccomp"):
         sys.modules.pop(name, None)
-    devnull = os.open(os.devnull, os.O_WRONLY)
+    roots = tuple(r + os.sep for r in confine.read_roots())
+    sys.path[:] = [p for p in sys.path if (os.path.realpath(p) + os.sep).startswith(roots)]  # stdlib only
     os.dup2(devnull, 1)  # env code's print() must not reach anyone's terminal
-    sys.addaudithook(hook)
+    if config.get("audit", True):
+        sys.addaudithook(hook)
     state["locked"] = True
-    info = {"pid": os.getpid(), "netns": netns, "uid": os.getuid(), "dropped_root": dropped, "notes": notes}
+    info = {"pid": os.getpid(), "uid": confined["uid"], "layers": confined["layers"], "notes": notes,
+            "netns": confined["layers"]["netns"]}
     return state, {**info, "devnull": devnull}
 
 
 def main() -> None:
     config = json.loads(sys.argv[1])
+    sys.path.extend(config.get("paths", ()))  # where the seccomp and Landlock bindings are installed
     rfd, wfd = config["rfd"], config["wfd"]
     violations: list[str] = []
     state, info = lockdown(config, violations)
@@ -206,7 +182,8 @@ def main() -> None:
             violations.clear()
         state["env"] = on
 
-    host = Host(timeout=config["timeout"], restricted=config["restricted"], guard=guard, violations=violations)
+    host = Host(timeout=config["timeout"], restricted=config["restricted"], guard=guard, violations=violations,
+                max_result_bytes=config.get("max_result_bytes"))
     devnull = info.pop("devnull")
     wire.send(wfd, ("hello", info))
     os.dup2(devnull, 2)  # start-up errors went to the parent; later chatter goes nowhere
@@ -216,6 +193,7 @@ def main() -> None:
         except EOFError:
             return
         wire.send(wfd, host.handle(request))
+        host.prepare()  # the next episode's fresh module, while the parent reads the reply
 
 
 if __name__ == "__main__":

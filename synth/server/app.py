@@ -28,14 +28,17 @@ from typing import Any
 
 import anyio
 from fastapi import Body, FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
 
 from synth import __version__
 from synth.envdirs import find_env_dirs
+from synth.envfiles import read_env_json
 from synth.errors import SynthError
 from synth.review import rejection
+from synth.runtime.sandbox import PoolBusy
 from synth.server.episodes import EpisodeRegistry, RegistryError
+from synth.server.guard import GuardMiddleware, ServerGuards
 from synth.server.mcp_app import EpisodeMcp
 
 log = logging.getLogger(__name__)
@@ -59,7 +62,8 @@ def load_envs(root: Path | str, *, trusted: bool = False, pool: Any = None,
             loaded.skipped.append({"path": str(path), "reason": rejected})
             continue
         try:
-            status = json.loads((path / "env.json").read_text(encoding="utf-8")).get("status")
+            manifest = read_env_json(path, "env.json")
+            status = manifest.get("status") if isinstance(manifest, dict) else None
             if status == "failed" and not include_failed:
                 loaded.skipped.append({"path": str(path), "reason": "its status is 'failed'"})
                 continue
@@ -93,16 +97,20 @@ _ARGUMENTS_BODY = {"requestBody": {"required": False, "content": {"application/j
 
 
 def create_app(loaded: LoadedEnvs, *, max_episodes: int = 256, idle_timeout: float = 300.0,
-               reap_interval: float | None = None, on_shutdown: Any = None) -> FastAPI:
-    """The ASGI app over already loaded envs. `on_shutdown()` runs after every episode is closed."""
+               reap_interval: float | None = None, on_shutdown: Any = None,
+               guards: ServerGuards | None = None) -> FastAPI:
+    """The ASGI app over already loaded envs. `on_shutdown()` runs after every episode is closed.
+    `guards`: allowed Host/Origin values and the body limit (default: loopback only, 8 MB)."""
+    guards = guards or ServerGuards()
     registry = EpisodeRegistry(loaded.envs, max_episodes=max_episodes, idle_timeout=idle_timeout)
-    mcp_endpoint = EpisodeMcp(registry)
+    mcp_endpoint = EpisodeMcp(registry, guards)
     interval = reap_interval if reap_interval is not None else max(0.05, min(5.0, idle_timeout / 4))
 
     async def reaper() -> None:
         while True:
             await asyncio.sleep(interval)
             for live in registry.idle():
+                mcp_endpoint.close_streams(live.id)
                 try:
                     await anyio.to_thread.run_sync(live.episode.close)
                 except Exception:  # noqa: BLE001 - a dead worker must not stop the reaper
@@ -118,6 +126,7 @@ def create_app(loaded: LoadedEnvs, *, max_episodes: int = 256, idle_timeout: flo
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+                mcp_endpoint.close_streams()
                 await anyio.to_thread.run_sync(registry.close_all)
                 if on_shutdown is not None:
                     await anyio.to_thread.run_sync(on_shutdown)
@@ -126,6 +135,7 @@ def create_app(loaded: LoadedEnvs, *, max_episodes: int = 256, idle_timeout: flo
                   description="Tool-use environments synthesized by synth: REST and MCP per episode.")
     app.state.registry = registry
     app.state.loaded = loaded
+    app.add_middleware(GuardMiddleware, guards=guards)
 
     @app.exception_handler(RegistryError)
     async def _registry_error(request: Request, exc: RegistryError) -> JSONResponse:
@@ -133,7 +143,7 @@ def create_app(loaded: LoadedEnvs, *, max_episodes: int = 256, idle_timeout: flo
 
     @app.exception_handler(SynthError)
     async def _synth_error(request: Request, exc: SynthError) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=500)
+        return JSONResponse({"detail": str(exc)}, status_code=503 if isinstance(exc, PoolBusy) else 500)
 
     @app.get("/health")
     async def health() -> dict[str, Any]:
@@ -169,8 +179,8 @@ def create_app(loaded: LoadedEnvs, *, max_episodes: int = 256, idle_timeout: flo
         return {"episode_id": live.id, "env_id": live.env_id, "task_id": live.task_id,
                 "instruction": live.instruction, "calls": live.calls}
 
-    @app.post("/episodes/{episode_id}/tools/{name}", openapi_extra=_ARGUMENTS_BODY)
-    async def call_tool(episode_id: str, name: str, request: Request) -> dict[str, Any]:
+    @app.post("/episodes/{episode_id}/tools/{name}", openapi_extra=_ARGUMENTS_BODY, response_model=dict[str, Any])
+    async def call_tool(episode_id: str, name: str, request: Request) -> Any:
         """Call a tool; the answer is the observation the agent sees: {"ok": true, "result": ...}
         or {"ok": false, "error": "..."} (bad arguments included), never an HTTP error."""
         live = registry.begin(episode_id)
@@ -178,13 +188,19 @@ def create_app(loaded: LoadedEnvs, *, max_episodes: int = 256, idle_timeout: flo
             raw = await request.body()
             arguments: Any = raw.decode("utf-8", errors="replace") if raw.strip() else {}
             if isinstance(arguments, str):  # the runtime parses it and reports bad JSON itself
-                with contextlib.suppress(ValueError):
+                try:
                     arguments = json.loads(arguments)
+                except RecursionError:
+                    return {"ok": False, "error": "arguments are nested too deeply"}
+                except ValueError:
+                    pass
             if not isinstance(arguments, (dict, str)):
                 return {"ok": False, "error": f"arguments must be a JSON object, got {type(arguments).__name__}"}
             observation = await anyio.to_thread.run_sync(live.episode.call, name, arguments)
             live.calls += 1
-            return observation
+            # Encoded here, by the C encoder: the result is plain JSON data already.
+            return Response(json.dumps(observation, ensure_ascii=False).encode("utf-8"),
+                            media_type="application/json")
         finally:
             registry.end(live)
 
@@ -201,6 +217,7 @@ def create_app(loaded: LoadedEnvs, *, max_episodes: int = 256, idle_timeout: flo
     @app.delete("/episodes/{episode_id}")
     async def delete_episode(episode_id: str) -> dict[str, Any]:
         live = await anyio.to_thread.run_sync(registry.close, episode_id)
+        mcp_endpoint.close_streams(episode_id)
         return {"episode_id": live.id, "closed": True, "calls": live.calls}
 
     app.add_route("/episodes/{episode_id}/mcp", mcp_endpoint, methods=["GET", "POST", "DELETE"],

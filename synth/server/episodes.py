@@ -100,7 +100,7 @@ class EpisodeRegistry:
             self.created_total += 1
             self._live[placeholder] = None  # type: ignore[assignment]  # holds the slot while opening
         try:
-            episode = env.episode(task_id)
+            episode = env.episode(task_id, record=False)  # nobody reads a served trajectory back
         except InputError as exc:
             raise NotFound(str(exc)) from exc
         finally:

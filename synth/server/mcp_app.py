@@ -19,6 +19,7 @@ prompt (application, scenario, today's date, the user it acts for).
 from __future__ import annotations
 
 import contextvars
+import inspect
 import json
 from typing import Any
 
@@ -34,6 +35,7 @@ from synth import __version__
 from synth.agent import AgentContext, system_prompt
 from synth.server.episodes import EpisodeRegistry, NotFound
 from synth.tool_annotations import env_tool_hints
+from synth.server.guard import ServerGuards
 
 _episode_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("synth_mcp_episode", default=None)
 _INVALID_PARAMS = -32602
@@ -75,7 +77,7 @@ class _EpisodeServer(Server):
 class EpisodeMcp:
     """The ASGI endpoint; run `lifespan()` around the app's lifetime."""
 
-    def __init__(self, registry: EpisodeRegistry):
+    def __init__(self, registry: EpisodeRegistry, guards: ServerGuards | None = None):
         self.registry = registry
         self._hints: dict[str, dict[str, dict[str, bool]]] = {}  # env id -> tool -> annotations
         self._contexts: dict[str, AgentContext] = {}
@@ -83,11 +85,19 @@ class EpisodeMcp:
                                      on_list_tools=self._list_tools, on_call_tool=self._call_tool,
                                      on_list_prompts=self._list_prompts, on_get_prompt=self._get_prompt,
                                      on_list_resources=self._list_resources, on_read_resource=self._read_resource)
-        # Trainers reach the server through loopback, tunnels or cluster DNS names, never
-        # a browser; Host checks would only break them.
-        security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+        guards = guards or ServerGuards()
+        # DNS-rebinding protection with the server's own Host/Origin lists (GuardMiddleware checks
+        # them for every route too; "*", which the SDK has no pattern for, switches its check off).
+        open_lists = "*" in guards.allowed_hosts or "*" in guards.allowed_origins
+        security = TransportSecuritySettings(enable_dns_rebinding_protection=not open_lists,
+                                             allowed_hosts=list(guards.allowed_hosts),
+                                             allowed_origins=list(guards.allowed_origins))
+        extra = {}
+        if "max_request_body_size" in inspect.signature(StreamableHTTPSessionManager).parameters:  # mcp >= 2.3
+            extra["max_request_body_size"] = guards.max_body_bytes
         self.manager = StreamableHTTPSessionManager(app=self.server, json_response=True, stateless=True,
-                                                    security_settings=security)
+                                                    security_settings=security, **extra)
+        self._streams: dict[str, set[anyio.CancelScope]] = {}  # episode id -> its open GET streams
 
     def lifespan(self):
         return self.manager.run()
@@ -101,9 +111,35 @@ class EpisodeMcp:
             return
         token = _episode_id.set(episode_id)
         try:
-            await self.manager.handle_request(scope, receive, send)
+            if scope.get("method") == "GET":  # a stream that stays open: it ends with its episode
+                state = {"started": False, "done": False}
+
+                async def tracked(message: Any) -> None:
+                    if message["type"] == "http.response.start":
+                        state["started"] = True
+                    elif message["type"] == "http.response.body" and not message.get("more_body", False):
+                        state["done"] = True
+                    await send(message)
+
+                with anyio.CancelScope() as stream:
+                    self._streams.setdefault(episode_id, set()).add(stream)
+                    try:
+                        await self.manager.handle_request(scope, receive, tracked)
+                    finally:
+                        self._streams.get(episode_id, set()).discard(stream)
+                if stream.cancelled_caught and state["started"] and not state["done"]:
+                    await send({"type": "http.response.body", "body": b"", "more_body": False})  # a clean end
+            else:
+                await self.manager.handle_request(scope, receive, send)
         finally:
             _episode_id.reset(token)
+
+    def close_streams(self, episode_id: str | None = None) -> None:
+        """End the open GET streams of an episode (all episodes when None); call on the event loop."""
+        ids = [episode_id] if episode_id is not None else list(self._streams)
+        for eid in ids:
+            for stream in self._streams.pop(eid, set()):
+                stream.cancel()
 
     def _episode_of(self, ctx: Any) -> str:
         episode_id = _episode_id.get()

@@ -14,19 +14,28 @@ import uvicorn
 
 from synth.errors import InputError, SynthError
 from synth.server.app import LoadedEnvs, create_app, load_envs
+from synth.server.guard import ServerGuards
 
 
 def build(root: Path | str, *, trusted: bool = False, workers: int | None = None, max_episodes: int = 256,
           idle_timeout: float = 300.0, include_failed: bool = False, include_rejected: bool = False,
-          reap_interval: float | None = None) -> tuple[Any, LoadedEnvs]:
-    """Load the envs under `root` and make the app; raises InputError when none loads."""
-    if max_episodes < 1 or idle_timeout <= 0 or (workers is not None and workers < 1):
-        raise InputError("--max-episodes and --workers must be at least 1 and --idle-timeout positive")
+          reap_interval: float | None = None, guards: ServerGuards | None = None, max_argument_bytes: int | None = None,
+          max_result_bytes: int | None = None, env_memory_mb: int = 1024) -> tuple[Any, LoadedEnvs]:
+    """Load the envs under `root` and make the app; raises InputError when none loads.
+
+    Each env's code runs in worker processes of its own: `workers` caps them in all
+    (default: one per env, at most 32); `env_memory_mb` is each worker's address space."""
+    if max_episodes < 1 or idle_timeout <= 0 or (workers is not None and workers < 1) or env_memory_mb < 64:
+        raise InputError("--max-episodes and --workers must be at least 1, --idle-timeout positive and "
+                         "--env-memory-mb at least 64")
     pool = None
-    if not trusted and workers is not None:
+    if not trusted:
+        from synth.envdirs import find_env_dirs
         from synth.runtime import SandboxPool
 
-        pool = SandboxPool(workers=workers)
+        count = workers or max(2, min(32, len(find_env_dirs(root))))
+        pool = SandboxPool(workers=count, memory_mb=env_memory_mb, max_argument_bytes=max_argument_bytes,
+                           max_result_bytes=max_result_bytes)
     loaded = load_envs(root, trusted=trusted, pool=pool, include_failed=include_failed,
                        include_rejected=include_rejected)
     if not loaded.envs:
@@ -42,7 +51,7 @@ def build(root: Path | str, *, trusted: bool = False, workers: int | None = None
             pool.close()
 
     app = create_app(loaded, max_episodes=max_episodes, idle_timeout=idle_timeout, reap_interval=reap_interval,
-                     on_shutdown=shutdown)
+                     on_shutdown=shutdown, guards=guards)
     return app, loaded
 
 
