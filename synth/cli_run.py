@@ -82,6 +82,10 @@ def run(
     from synth.progress import make_progress
     from synth.seeds import bundled_seeds_path, load_seeds
 
+    if settings.executor == "ray":
+        from synth.executor import require_ray
+
+        require_ray()  # before any work: without the extra this is a one-line error saying what to install
     demo = settings.model is None
     if demo:
         settings, seeds, n = _demo(settings, seeds, n)
