@@ -28,6 +28,7 @@ import asyncio
 import json
 import logging
 import os
+import socket
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,7 +37,7 @@ from synth.envpack import pack_env, pack_files, unpack_env
 from synth.errors import InputError
 from synth.executor import require_ray
 from synth.executor_hub import Hub, HubLedger
-from synth.executor_worker import ITEM_STAGES, SHIPPED, run_env_task
+from synth.executor_worker import ITEM_STAGES, SHIPPED, run_env_task, warm_up
 from synth.llm import Gateway
 from synth.progress import Progress
 from synth.store import RunStore
@@ -50,19 +51,28 @@ KEY_VARS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")  # what providers read; worke
 LOST = ("WorkerCrashedError", "NodeDiedError", "OutOfMemoryError", "ObjectLostError", "LocalRayletDiedError",
         "RaySystemError")  # ray.exceptions meaning the worker, not the env, failed
 DRAIN_SECONDS = 1.0
+CONNECT_SECONDS = 10.0
 
 
-def connect(address: str | None) -> bool:
-    """Join the cluster at `address` (else RAY_ADDRESS, else start a local instance); True if this call
-    started Ray in this process (and closing should shut it down)."""
-    ray = require_ray()
-    if ray.is_initialized():
-        return False
+def cluster_address(address: str | None) -> str:
+    """The cluster to join, checked: `address`, else RAY_ADDRESS, else "local" (start a local instance)."""
     address = address or os.environ.get("RAY_ADDRESS") or "local"
     if address.startswith("ray://"):
         raise InputError(f"--ray-address {address}: Ray Client addresses are not supported (the driver must run on "
                          "a node of the cluster, where it writes the output folder); run synth on a node and pass "
                          "the head's HOST:PORT, or auto")
+    if address not in ("local", "auto"):
+        _reachable(address)
+    return address
+
+
+def connect(address: str | None) -> bool:
+    """Join the cluster at `address` (see cluster_address); True if this call started Ray in this process
+    (and closing should shut it down)."""
+    ray = require_ray()
+    if ray.is_initialized():
+        return False
+    address = cluster_address(address)
     quiet = {"logging_level": logging.WARNING, "log_to_driver": False}
     try:
         if address == "local":
@@ -74,6 +84,18 @@ def connect(address: str | None) -> bool:
         raise InputError(f"could not join the Ray cluster at {address}: {first}; check --ray-address (the head "
                          "node's HOST:PORT that `ray start` printed)") from None
     return True
+
+
+def _reachable(address: str) -> None:
+    """Fail in seconds, not after Ray's minutes of retries, when nothing listens at HOST:PORT."""
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise InputError(f"--ray-address {address}: expected HOST:PORT of the cluster's head node, or auto")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_SECONDS).close()
+    except OSError as exc:
+        raise InputError(f"--ray-address {address}: nothing answers there ({exc.strerror or exc}); start the "
+                         "cluster's head node with `ray start` and pass the address it prints") from None
 
 
 class RayExecutor:
@@ -96,6 +118,8 @@ class RayExecutor:
         if keys:
             self.options["runtime_env"] = {"env_vars": keys}
         self.task = self.ray.remote(run_env_task)
+        warm = self.ray.remote(warm_up).options(**self.options)
+        self.warming = [warm.remote(settings.tool_timeout) for _ in range(settings.parallel_envs)]  # not awaited
         self.lost_errors = tuple(getattr(self.ray.exceptions, n) for n in LOST if hasattr(self.ray.exceptions, n))
         self.in_flight = 0
         self.pump: asyncio.Task | None = None
@@ -209,4 +233,4 @@ def _first_line(exc: BaseException) -> str:
     return text[0] if text else type(exc).__name__
 
 
-__all__ = ["RayExecutor", "connect"]
+__all__ = ["RayExecutor", "cluster_address", "connect"]

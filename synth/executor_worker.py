@@ -56,6 +56,18 @@ def local_settings(settings: Settings, tmp: Path, shipped: bytes) -> Settings:
     return settings.model_copy(update=update)
 
 
+def warm_up(tool_timeout: float) -> None:
+    """A task sent ahead of the first envs: this process imports what an env's work needs and starts its
+    sandbox pool while the driver is still making scenarios."""
+    import importlib
+
+    import synth.pipeline  # noqa: F401 - every stage
+
+    for sdk in ("openai", "anthropic"):  # imported by the providers at their first call otherwise
+        importlib.import_module(sdk)
+    sandbox_pool(tool_timeout)
+
+
 def run_env_task(payload: dict[str, Any], hub: Any, shipped: bytes) -> dict[str, Any]:
     """The Ray task: build and verify `payload["scenario"]`'s env (a blocking call)."""
     return asyncio.run(_run(payload, hub, shipped))

@@ -74,6 +74,24 @@ def test_input_files_travel_by_name_as_files_or_folders(tmp_path):
     assert "other" not in got
 
 
+def test_a_worker_reads_the_input_files_the_driver_sent_not_the_driver_s_paths(tmp_path):
+    from synth.config import Settings
+    from synth.executor_worker import SHIPPED, local_settings
+
+    prices = tmp_path / "driver" / "prices.json"
+    prices.parent.mkdir()
+    prices.write_text('{"openai/m": {"input": 1, "output": 2}}')
+    settings = Settings(model="openai/m", prices_file=prices, out=tmp_path / "driver" / "out")
+    shipped = pack_files({name: getattr(settings, name) for name in SHIPPED})
+    prices.unlink()  # the worker's machine does not have it
+    mine = local_settings(settings, tmp_path / "worker", shipped)
+    assert mine.prices_file.read_text() == '{"openai/m": {"input": 1, "output": 2}}'
+    assert mine.prices_file.is_relative_to(tmp_path / "worker") and mine.replay_file is None
+    assert mine.out == tmp_path / "worker" / "out" and mine.cache_dir == tmp_path / "worker" / "cache"
+    assert mine.model_copy(update={"out": settings.out, "cache_dir": settings.cache_dir,
+                                   "prices_file": settings.prices_file}) == settings
+
+
 class Ledger:
     """What another process spent is in here too; a Ray actor plays this part in a run."""
 
