@@ -151,7 +151,7 @@ class RayExecutor:
                     self.ray.cancel(ref, force=True)
                     raise
                 except self.lost_errors as exc:
-                    attempt = self._attempts(env_id)
+                    attempt = self._attempts(env_id, len(lost) + 1)
                     reason = f"attempt {attempt}: worker lost: {_first_line(exc)}"
                     lost.append(reason)
                     if self.store is not None:
@@ -171,9 +171,10 @@ class RayExecutor:
             self.in_flight -= 1
         return self._receive(env_id, result, lost, progress)
 
-    def _attempts(self, env_id: str) -> int:
+    def _attempts(self, env_id: str, here: int) -> int:
+        """The env's attempts so far: the run store counts those of earlier runs too (a driver restarted)."""
         row = self.store.get(ENV_STAGE, env_id) if self.store is not None else None
-        return int(row["attempts"]) if row else 1
+        return max(here, int(row["attempts"] or 0)) if row else here
 
     def _receive(self, env_id: str, result: dict[str, Any], lost: list[str], progress: Progress) -> EnvOutcome:
         """Write what the worker sent back into the output folder and run store; the outcome, in driver paths."""
