@@ -12,6 +12,7 @@ locally. It returns the outcome, the env's folders as a tar and the rows.
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import socket
 import tempfile
@@ -30,6 +31,7 @@ from synth.store import RunStore
 
 SHIPPED = ("prices_file", "replay_file")  # settings naming input files the driver sends along
 ITEM_STAGES = ("build", "verify")  # run-store stages whose rows of the env travel with it
+TMP_PREFIX = "synth-task-"  # + the worker's pid: a folder whose process is gone is an orphan
 
 _pool: tuple[float, Any] | None = None  # (tool timeout, pool): kept by the worker process across tasks
 _pool_lock = threading.Lock()
@@ -46,6 +48,24 @@ def sandbox_pool(tool_timeout: float) -> Any:
                 _pool[1].close()
             _pool = (tool_timeout, SandboxPool(workers=2, call_timeout=tool_timeout))
         return _pool[1]
+
+
+def remove_orphans() -> None:
+    """Remove the folders of tasks whose worker process is gone (killed mid-env: no cleanup ran)."""
+    for folder in Path(tempfile.gettempdir()).glob(f"{TMP_PREFIX}*-*"):
+        pid = folder.name[len(TMP_PREFIX):].split("-")[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True
 
 
 def local_settings(settings: Settings, tmp: Path, shipped: bytes) -> Settings:
@@ -78,7 +98,8 @@ async def _run(payload: dict[str, Any], hub: Any, shipped: bytes) -> dict[str, A
 
     scenario = payload["scenario"]
     env_id = scenario.env_id
-    tmp = Path(tempfile.mkdtemp(prefix=f"synth-{env_id}-"))
+    remove_orphans()
+    tmp = Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{os.getpid()}-"))
     store: RunStore | None = None
     try:
         settings = local_settings(payload["settings"], tmp, shipped)

@@ -4,6 +4,7 @@ and the one-line error when Ray is not installed. The Ray runs are in test_execu
 from __future__ import annotations
 
 import io
+import os
 import subprocess
 import sys
 import tarfile
@@ -90,6 +91,20 @@ def test_a_worker_reads_the_input_files_the_driver_sent_not_the_driver_s_paths(t
     assert mine.out == tmp_path / "worker" / "out" and mine.cache_dir == tmp_path / "worker" / "cache"
     assert mine.model_copy(update={"out": settings.out, "cache_dir": settings.cache_dir,
                                    "prices_file": settings.prices_file}) == settings
+
+
+def test_a_task_removes_the_folders_of_tasks_whose_worker_died(tmp_path, monkeypatch):
+    import tempfile
+
+    from synth.executor_worker import TMP_PREFIX, remove_orphans
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead, alive = tmp_path / f"{TMP_PREFIX}{gone.stdout.strip()}-x1", tmp_path / f"{TMP_PREFIX}{os.getpid()}-x2"
+    for folder in (dead, alive, tmp_path / "other-123-x"):
+        (folder / "out").mkdir(parents=True)
+    remove_orphans()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([alive.name, "other-123-x"])
 
 
 class Ledger:

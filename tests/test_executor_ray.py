@@ -16,6 +16,7 @@ import socket
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -194,6 +195,7 @@ def test_a_worker_killed_mid_env_is_dispatched_again_and_the_run_still_verifies(
     assert output["status"] == "verified" and len(output["lost"]) == 1
     assert output["lost"][0].startswith("attempt 1: worker lost: ")
     assert [e["lost"] for e in summary_of(out)["envs"] if e["env_id"] == victim] == [output["lost"]]
+    assert not list(Path(tempfile.gettempdir()).glob(f"synth-task-{pids[0]}-*"))  # removed by a later task
 
 
 class Hang:
