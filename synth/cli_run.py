@@ -82,6 +82,13 @@ def run(
     from synth.progress import make_progress
     from synth.seeds import bundled_seeds_path, load_seeds
 
+    if settings.executor == "ray":  # before any work: a missing extra or a wrong address is a one-line error
+        from synth.executor import require_ray
+
+        require_ray()
+        from synth.executor_ray import cluster_address
+
+        cluster_address(settings.ray_address)
     demo = settings.model is None
     if demo:
         settings, seeds, n = _demo(settings, seeds, n)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import tomllib
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -65,6 +65,15 @@ class Settings(BaseModel):
     check_rounds: int = Field(3, ge=1, description="test / judge / repair rounds of the check loop")
     check_pass_rate: float = Field(0.95, ge=0, le=1, description="share of check-loop tests that must pass")
     tool_timeout: float = Field(5.0, gt=0, description="wall-clock seconds per sandboxed tool call")
+
+    # executor
+    executor: Literal["local", "ray"] = Field(
+        "local", description="where each env is built and verified: local (this process) or ray (Ray tasks on "
+        "any node of a cluster; pip install \"synth[ray]\")")
+    ray_address: str | None = Field(None, description="the Ray cluster to run on with --executor ray: HOST:PORT of "
+                                    "its head, or auto (default: RAY_ADDRESS, else a new local Ray instance)")
+    env_attempts: int = Field(3, ge=1, description="attempts per env when the worker building it is lost (node "
+                              "lost, out of memory, killed) under --executor ray")
 
     @model_validator(mode="before")
     @classmethod

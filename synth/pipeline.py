@@ -29,7 +29,7 @@ import re
 import shutil
 import time
 from collections import defaultdict
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +57,7 @@ class EnvOutcome:
     path: str | None
     reason: str | None = None
     resumed: bool = False  # decided by an earlier attempt of this run
+    lost: list[str] = field(default_factory=list)  # earlier attempts whose worker was lost, with the reason
 
 
 def run_id_for(seeds: list[Seed], n: int, settings: Settings) -> str:
@@ -98,9 +99,12 @@ def _status(env_dir: Path) -> str | None:
 
 async def build_and_verify(scenario: Scenario, gateway: Gateway, settings: Settings, out: Path, *,
                            store: RunStore | None = None, pool: Any = None,
-                           progress: Progress | None = None) -> EnvOutcome:
+                           progress: Progress | None = None, executor: Any = None) -> EnvOutcome:
     """Build and verify one scenario's env; the outcome says how it ended (never raises for
-    a model or quality failure). With a store, an outcome decided earlier is returned as is."""
+    a model or quality failure). With a store, an outcome decided earlier is returned as is.
+
+    The work itself is `build_then_verify` in this process, or `executor.build(scenario, progress)`
+    (synth.executor: e.g. a Ray task on another node); the decisions around it stay here."""
     show = progress or Progress()
     env_id = scenario.env_id
     final = env_path(out, env_id)
@@ -111,20 +115,31 @@ async def build_and_verify(scenario: Scenario, gateway: Gateway, settings: Setti
             show.finished("build", outcome.stage == "verify")
             show.finished("verify", outcome.status == "verified")
             return outcome
+    started = False
     if _status(final) == "verified":  # verified before a kill could record it
         outcome = EnvOutcome(env_id, "verified", "verify", str(final), resumed=True)
     else:
         if gateway.usage.budget_reached:
             return EnvOutcome(env_id, "stopped", "build", None, "budget reached before this env started")
-        outcome = await _build_then_verify(scenario, gateway, settings, out, store, pool, show)
-    if store is not None and outcome.status != "stopped":
-        store.start(ENV_STAGE, env_id)
+        if store is not None:
+            store.start(ENV_STAGE, env_id)  # counts the attempt; an executor counts its retries here too
+            started = True
+        if executor is None:
+            outcome = await build_then_verify(scenario, gateway, settings, out, store, pool, show)
+        else:
+            outcome = await executor.build(scenario, show)
+    if store is not None and outcome.status == "stopped" and started:
+        store.fail(ENV_STAGE, env_id, outcome.reason or "stopped")  # resumed by the next run
+    elif store is not None and outcome.status != "stopped":
+        if not started:
+            store.start(ENV_STAGE, env_id)
         store.finish(ENV_STAGE, env_id, {k: v for k, v in asdict(outcome).items() if k != "resumed"})
     return outcome
 
 
-async def _build_then_verify(scenario: Scenario, gateway: Gateway, settings: Settings, out: Path,
-                             store: RunStore | None, pool: Any, show: Progress) -> EnvOutcome:
+async def build_then_verify(scenario: Scenario, gateway: Gateway, settings: Settings, out: Path,
+                            store: RunStore | None, pool: Any, show: Progress) -> EnvOutcome:
+    """The work on one env, wherever it runs: build (unless an earlier attempt built it), then verify."""
     env_id = scenario.env_id
     path = env_path(out, env_id)
     if _status(path) != "built":  # a built folder is an earlier attempt that stopped before verify
@@ -181,6 +196,7 @@ class Pipeline:
         self.all_seeds = seeds
         self.scenarios = ScenarioResult(target=0)
         self.embedder: Any = None
+        self.executor: Any = None  # synth.executor: where each env's work runs (None: here, with `pool`)
         self.started = time.monotonic()
 
     def _existing(self) -> list[Scenario]:
@@ -223,7 +239,7 @@ class Pipeline:
 
         async def work(scenario: Scenario) -> EnvOutcome:
             return await build_and_verify(scenario, self.gateway, self.settings, self.out, store=self.store,
-                                          pool=self.pool, progress=progress)
+                                          pool=self.pool, progress=progress, executor=self.executor)
 
         try:
             result = await schedule(
@@ -233,6 +249,8 @@ class Pipeline:
         finally:
             if self.embedder is not None:
                 self.embedder.close()
+            if self.executor is not None:
+                self.executor.drain()  # calls remote workers made, into the store before the summary
         return self.summary(result.outcomes, result.stop_reason, result.started)
 
     # ------------------------------------------------------------------ summary
@@ -304,17 +322,23 @@ class Pipeline:
         return summary
 
     def execute(self, progress: Progress) -> dict[str, Any]:
-        """Run to the end with a sandbox pool of its own (unless given one); closes the pipeline."""
+        """Run to the end on `settings.executor`, locally with a sandbox pool of its own (unless given one);
+        closes the pipeline."""
+        from synth.executor import open_executor
         from synth.runtime.sandbox import SandboxPool
 
-        own_pool = self.pool is None
+        own_pool = self.pool is None and self.settings.executor == "local"
         if own_pool:
             # One env per worker process: as many workers as envs in flight, so they need not wait for each other.
             self.pool = SandboxPool(workers=max(2, self.settings.parallel_envs), call_timeout=self.settings.tool_timeout,
                                     allow_weak=self.settings.allow_weak_sandbox)
         try:
+            self.executor = open_executor(self.settings, gateway=self.gateway, out=self.out, store=self.store,
+                                          pool=self.pool)
             return asyncio.run(self.run(progress))
         finally:
+            if self.executor is not None:
+                self.executor.close()
             self.close()
             if own_pool:
                 self.pool.close()
@@ -330,4 +354,5 @@ def run_pipeline(seeds: list[Seed], n: int, settings: Settings, progress: Progre
     return pipeline.execute(progress or Progress())
 
 
-__all__ = ["BUDGET", "CAP", "EXHAUSTED", "REACHED", "EnvOutcome", "Pipeline", "build_and_verify", "run_pipeline"]
+__all__ = ["BUDGET", "CAP", "EXHAUSTED", "REACHED", "EnvOutcome", "Pipeline", "build_and_verify", "build_then_verify",
+           "run_pipeline"]

@@ -191,6 +191,18 @@ class RunStore:
             row["output"] = json.loads(row["output"]) if row["output"] else None
         return rows
 
+    def export_items(self, item_id: str, stages: tuple[str, ...]) -> list[dict[str, Any]]:
+        """The raw rows of one item in the given stages, for another store to take over (a Ray worker's)."""
+        marks = ", ".join("?" for _ in stages)
+        with self._store.lock:
+            return list(self._store.db["items"].rows_where(f"item_id = ? and stage in ({marks})", [item_id, *stages]))
+
+    def import_items(self, rows: list[dict[str, Any]]) -> None:
+        """Take over rows as `export_items` gave them (replacing this store's rows for those items)."""
+        with self._store.lock:
+            for row in rows:
+                self._store.db["items"].upsert(row, pk=("stage", "item_id"))
+
     def counts(self) -> dict[str, dict[str, int]]:
         """{stage: {status: n}}."""
         with self._store.lock:

@@ -13,6 +13,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import Protocol
 
 from synth.config import ConfigError
 from synth.llm.errors import BudgetExceeded
@@ -94,22 +95,36 @@ class Totals:
             self.cost += cost
 
 
+class Ledger(Protocol):
+    """Spending shared by several processes (the Ray executor's driver and workers)."""
+
+    def add(self, cost: float) -> None: ...
+
+    def total(self) -> float: ...
+
+
 @dataclass
 class UsageMeter:
     """Running totals (overall and per stage) and the budget check.
 
     `spent_before` carries cost from an earlier, interrupted attempt of the
-    same run so a resumed run honours the budget it was started with.
+    same run so a resumed run honours the budget it was started with. With a
+    `ledger`, the budget is checked against the ledger's total instead (which
+    includes `spent_before` and what other processes spent), and every cost
+    recorded here is added to it.
     """
 
     max_cost: float | None = None
     spent_before: float = 0.0
     total: Totals = field(default_factory=Totals)
     by_stage: dict[str, Totals] = field(default_factory=lambda: defaultdict(Totals))
+    ledger: Ledger | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
     def spent(self) -> float:
+        if self.ledger is not None:
+            return self.ledger.total()
         return self.spent_before + self.total.cost
 
     @property
@@ -124,8 +139,11 @@ class UsageMeter:
             )
 
     def record(self, stage: str, *, cached: bool, prompt_tokens: int, completion_tokens: int, cost: float,
-               cached_tokens: int = 0) -> None:
+               cached_tokens: int = 0, spend: bool = True) -> None:
+        """Count one answer; `spend=False` for a cost already in the ledger (another process's call)."""
         with self._lock:
             for t in (self.total, self.by_stage[stage]):
                 t.add(cached=cached, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, cost=cost,
                       cached_tokens=cached_tokens)
+        if spend and self.ledger is not None and cost and not cached:
+            self.ledger.add(cost)
