@@ -480,6 +480,23 @@ class RepairRecord(BaseModel):
     tests: list[dict[str, Any]] = Field(default_factory=list)  # tests.jsonl records that failed
 
 
+class VerifierCase(BaseModel):
+    """One line of verifier_tests.jsonl: a trajectory the check loop's agents found and the verdict
+    the task's verifier must keep giving it (regression cases, replayed by the reward_cases gate).
+    "pass": full reward (a correct answer in other words, a correct solution by another path);
+    "fail": below the probe threshold (an exploit, a wrong solution the verifier once paid for)."""
+
+    case_id: str  # "<task_id>.<source>.<n>"
+    task_id: str
+    source: Literal["paraphrase", "solver", "red_team", "probe"]
+    use_gold: bool = False  # play the task's gold calls (a paraphrase of its answer) instead of `calls`
+    calls: list[ToolCall] = Field(default_factory=list)
+    answer: str | None = None
+    expect: Literal["pass", "fail"]
+    note: str = ""  # why: the agent's idea, the judge's reason
+    found_reward: float | None = None  # what the verifier gave when the case was found
+
+
 class GateResult(BaseModel):
     """Result of one model-free quality gate; evidence lines name the task or tool."""
 

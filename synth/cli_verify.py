@@ -75,7 +75,7 @@ def _check_one(env_dir: Path, settings: Settings, pool: object) -> dict:
 
 
 @app.command()
-@settings_options("check_pass_rate", "tool_timeout")
+@settings_options("check_pass_rate", "tool_timeout", "probe_threshold", "probe_margin")
 def check(
     settings: Settings,
     env_dirs: list[Path] = typer.Argument(..., help="env folders, or folders holding env folders"),

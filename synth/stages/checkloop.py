@@ -172,7 +172,8 @@ class CheckLoop:
     def gates(self) -> list[GateResult]:
         from synth_validators import run_all
 
-        return run_all(self.env_dir, pool=self.pool, required_rate=self.settings.check_pass_rate)
+        return run_all(self.env_dir, pool=self.pool, required_rate=self.settings.check_pass_rate,
+                       settings=self.settings)
 
     def findings(self, gates: list[GateResult]) -> Findings:
         found = Findings()
