@@ -328,7 +328,7 @@ return rubric([
     check("one_new_reservation", len(new) == 1),
     check("reservation_is_ana_hound", ok, 2.0),
     check("nothing_else_changed", only_changed(changes, {"reservations": ["added"]})),
-    check("answer_reports_the_reservation", reports(answer, ["The Hound of the Baskervilles"])),
+    check("answer_does_not_deny_it", not refuses(answer) and not answer_facts(answer, [])["hedged"]),
 ])
 ''',
 }

@@ -150,7 +150,7 @@ VERIFIERS_CHECK = textwrap.dedent('''
     (toolset,) = task.toolsets(task.config)
 
     def trace_of(state):
-        trace = SimpleNamespace(state=state, last_reply="Done.", info={}, metrics={})
+        trace = SimpleNamespace(state=state, last_reply="Dune is checked out to you.", info={}, metrics={})
         trace.record_metrics = trace.metrics.update
         return trace
 
