@@ -267,10 +267,15 @@ class Check(Frozen):
 
 
 class Reward(BaseModel):
-    reward: float  # weighted rubric score in [0, 1]
+    reward: float  # the score of `kind`: the weighted rubric score in [0, 1] by default
     passed: bool  # every check passed
-    checks: list[Check] = Field(default_factory=list)
+    checks: list[Check] = Field(default_factory=list)  # the verifier's rubric
     error: str | None = None
+    kind: str = "rubric"  # which reward `reward` is: rubric | state | both (synth/reward.py)
+    rubric: float | None = None  # the verifier's rubric score, when both were computed
+    state: float | None = None  # the state-equivalence reward (1.0 or 0.0), when computed
+    state_checks: list[Check] = Field(default_factory=list)
+    state_error: str | None = None
 
     @classmethod
     def from_checks(cls, checks: list[Check]) -> "Reward":
@@ -563,6 +568,9 @@ class Trajectory(BaseModel):
     passed: bool = False
     checks: list[Check] = Field(default_factory=list)
     reward_error: str | None = None
+    reward_kind: str = "rubric"  # which reward `reward` is (synth rollout --reward)
+    rubric: float | None = None  # the verifier's rubric score
+    state: float | None = None  # the state-equivalence reward
     turns: int = 0
     stop_reason: StopReason = "answered"
     usage: dict[str, int] = Field(default_factory=dict)

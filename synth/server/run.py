@@ -18,7 +18,7 @@ from synth.server.app import LoadedEnvs, create_app, load_envs
 
 def build(root: Path | str, *, trusted: bool = False, workers: int | None = None, max_episodes: int = 256,
           idle_timeout: float = 300.0, include_failed: bool = False, include_rejected: bool = False,
-          reap_interval: float | None = None) -> tuple[Any, LoadedEnvs]:
+          reap_interval: float | None = None, reward: str = "rubric") -> tuple[Any, LoadedEnvs]:
     """Load the envs under `root` and make the app; raises InputError when none loads."""
     if max_episodes < 1 or idle_timeout <= 0 or (workers is not None and workers < 1):
         raise InputError("--max-episodes and --workers must be at least 1 and --idle-timeout positive")
@@ -42,7 +42,7 @@ def build(root: Path | str, *, trusted: bool = False, workers: int | None = None
             pool.close()
 
     app = create_app(loaded, max_episodes=max_episodes, idle_timeout=idle_timeout, reap_interval=reap_interval,
-                     on_shutdown=shutdown)
+                     on_shutdown=shutdown, reward=reward)
     return app, loaded
 
 
