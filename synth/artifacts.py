@@ -354,7 +354,7 @@ class GoldAnswer(BaseModel):
     expected_answer: str | None = Field(
         default=None,
         description="Read tasks: the short final answer the user should get, stating the facts asked for. "
-        "Write tasks: null, or a one-line confirmation",
+        "Write tasks: a one-line report of what was done",
     )
     verifier_body: str = Field(
         description="Python body (no def line, no imports) of verify(initial_db, final_db, answer) that "

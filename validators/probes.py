@@ -55,13 +55,13 @@ def _score(reward: Reward | None) -> float:
 def probe_task(ctx: ProbeContext, task: Task, threshold: float = DEFAULT_THRESHOLD,
                margin: float = DEFAULT_MARGIN) -> tuple[list[dict[str, Any]], list[str]]:
     """The probes' records for one task ({"probe", "reward", "passed", "detail"}) and one problem line
-    per probe that earned its reward. A task whose gold solution does not replay gets none (the
-    solvable gate reports it)."""
+    per probe that earned its reward. A task whose gold solution does not replay, or does not pass
+    its verifier, gets none (the solvable gate reports it)."""
     if not task.gold:
         return [], []
     gold = run_actions(ctx.env, task, task.gold, answer=task.expected_answer, snapshot=True)
-    if gold.errors or gold.final_db is None:
-        return [], []
+    if gold.errors or gold.final_db is None or gold.reward is None or not gold.reward.passed:
+        return [], []  # probes measure a verifier against a gold solution it passes
     ctx.gold_final = gold.final_db
     gold_reward = _score(gold.reward)
     records, problems = [], []

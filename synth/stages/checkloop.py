@@ -44,7 +44,7 @@ from synth.stages.gold import generate_gold
 from synth.stages.repair import clip
 from synth.stages.tool_probe import body_problems
 
-TASK_GATES = ("solvable", "discriminates", "deterministic", "robust")  # their findings blame tasks
+TASK_GATES = ("solvable", "discriminates", "probes", "reward_cases", "deterministic", "robust")  # they blame tasks
 REPLAY_GATES = ("solvable", "discriminates")  # findings that replaying the gold solution can re-check
 TOOL_GATES = ("regression", "rules", "robust")  # their findings blame tool bodies
 
