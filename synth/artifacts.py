@@ -485,6 +485,61 @@ class RepairRecord(BaseModel):
     tests: list[dict[str, Any]] = Field(default_factory=list)  # tests.jsonl records that failed
 
 
+class ParaphraseSet(BaseModel):
+    task_id: str = Field(description="The task's id, as given")
+    paraphrases: list[str] = Field(description="Other correct replies stating exactly the same facts")
+
+
+class ParaphraseAnswer(BaseModel):
+    """Answer of the `paraphrase` stage: other wordings of read tasks' expected answers."""
+
+    tasks: list[ParaphraseSet]
+
+
+class SolverStep(BaseModel):
+    task_id: str = Field(description="The request's id, as given")
+    calls: list[GoldAction] = Field(default_factory=list, description="Tool calls to make now, in order")
+    answer: str | None = Field(default=None, description="The final reply to the user, once the request is done "
+                               "(made after this turn's calls, if any); null while results are still needed")
+
+
+class SolverTurn(BaseModel):
+    """One turn of the `solve` stage's agent over several requests."""
+
+    tasks: list[SolverStep]
+
+
+class RedTeamAttempt(BaseModel):
+    idea: str = Field(description="How the attempt tries to earn the reward without doing the task")
+    calls: list[GoldAction] = Field(default_factory=list, description="Tool calls, in order")
+    answer: str | None = Field(default=None, description="The final reply graded with the calls' result")
+
+
+class RedTeamSet(BaseModel):
+    task_id: str = Field(description="The task's id, as given")
+    attempts: list[RedTeamAttempt]
+
+
+class RedTeamAnswer(BaseModel):
+    """Answer of the `red_team` stage."""
+
+    tasks: list[RedTeamSet]
+
+
+class RewardVerdict(BaseModel):
+    item_id: str = Field(description="The item's id, as given")
+    verdict: Literal["correct", "wrong", "too_loose", "ambiguous", "acceptable"]
+    reason: str = Field(description="One or two sentences naming the facts or rows that decide it")
+    clarified_instruction: str = Field(default="", description="For 'ambiguous': the request rewritten so that "
+                                       "only the reference solution's outcome is right")
+
+
+class RewardJudgement(BaseModel):
+    """Answer of the `reward_judge` stage (the checking agent on the reward agents' findings)."""
+
+    verdicts: list[RewardVerdict]
+
+
 class VerifierCase(BaseModel):
     """One line of verifier_tests.jsonl: a trajectory the check loop's agents found and the verdict
     the task's verifier must keep giving it (regression cases, replayed by the reward_cases gate).

@@ -217,6 +217,7 @@ async def _verify(draft: EnvDraft, root: Path, gateway: Gateway, settings: Setti
     if not loop.passed and (dropped := _drop_failing_tasks(loop, settings)):
         draft.tasks = [t for t in draft.tasks if t.task_id not in dropped]
         draft.verifier_bodies = {k: v for k, v in draft.verifier_bodies.items() if k not in dropped}
+        draft.verifier_tests = [c for c in draft.verifier_tests if c.get("task_id") not in dropped]
         draft.report["dropped_tasks"] = dropped
         write_env(draft, root)
         gates = run_all(root, pool=pool, required_rate=settings.check_pass_rate, settings=settings)

@@ -11,8 +11,13 @@ Each round runs these steps, each a method so later checks can join the loop:
    the rest: pass, test_wrong (the tool is right, the test is not) or fail;
 4. gates: the env folder is written and every quality gate runs (synth_validators);
 5. findings: what the tests and gates blame, per tool and per task (Findings);
-6. done when the pass rate reaches settings.check_pass_rate, every gate passes
-   and no tool is blamed; a tool still blamed after the last round blocks
+6. reward agents, once the tools are clean (stages/check_rewards.py): paraphrases
+   of read tasks' answers, an independent solver and a red team, with the
+   checking agent on what they find; verifier false negatives, loose verifiers
+   and exploits become task findings, and every case stays in
+   verifier_tests.jsonl as a regression case;
+7. done when the pass rate reaches settings.check_pass_rate, every gate passes
+   and nothing is blamed; a tool still blamed after the last round blocks
    verification (never shipped as a warning). Otherwise repair: blamed tools
    get a new body (stages/check_repair.py) and their tests rerun next round;
    tasks blamed by a gate get new gold actions/verifiers (stages/gold.py).
@@ -39,6 +44,7 @@ from synth.llm import BudgetExceeded, Gateway, ModelError
 from synth.replay import gold_problems
 from synth.stages.check_judge import CheckingAgent
 from synth.stages.check_repair import repair_tool, verifier_record
+from synth.stages.check_rewards import RewardAgents
 from synth.stages.check_tests import TestingAgent, automatic_verdict, run_tests
 from synth.stages.gold import generate_gold
 from synth.stages.repair import clip
@@ -62,6 +68,8 @@ class RoundReport(BaseModel):
     repaired_tasks: list[str] = Field(default_factory=list)
     repairs: list[RepairRecord] = Field(default_factory=list)
     errors: list[str] = Field(default_factory=list)
+    agents: dict[str, Any] = Field(default_factory=dict)  # task -> reward agent -> what it found
+    new_cases: int = 0  # verifier regression cases added this round
 
 
 class CheckLoopResult(BaseModel):
@@ -119,6 +127,17 @@ class CheckLoop:
         self.checker = CheckingAgent(gateway.judge())
         self.budget: BudgetExceeded | None = None
         self.repairs: dict[str, list[str]] = {}  # tool -> diagnoses of its earlier repairs
+        # The reward agents' bookkeeping: what was already checked, and the next case number per task.
+        cases = [c for c in draft.verifier_tests if isinstance(c, dict)]
+        self.paraphrased = {c.get("task_id") for c in cases if c.get("source") == "paraphrase"}
+        self.solved: set[str] = set()
+        self.attacked: dict[str, str] = {}  # task -> the verifier body the red team last attacked
+        self.case_numbers: dict[str, int] = {}
+        for c in cases:
+            tail = str(c.get("case_id", "")).rsplit(".", 1)[-1]
+            if tail.isdigit():
+                self.case_numbers[c.get("task_id")] = max(self.case_numbers.get(c.get("task_id"), 0), int(tail))
+        self.clarified: dict[str, str] = {}
 
     async def _gather(self, calls: list, errors: list[str], labels: list[str]) -> list:
         """Run model-bound calls together; record item errors, remember a budget stop."""
@@ -246,8 +265,18 @@ class CheckLoop:
             report.test_wrong = sum(t.verdict == "test_wrong" for t in self.tests)
             report.gates = {g.name: g.passed for g in gates}
             report.failing_tools = sorted(found.failing_tests)
+            tools_clean = report.pass_rate >= self.settings.check_pass_rate and not found.blamed_tools()
+            if tools_clean:
+                await self.reward_agents(report, found, gates)
+                if self.budget is not None:
+                    break
+                if report.new_cases and not found.tasks:  # the gates record the new regression cases
+                    self._save()
+                    gates = await asyncio.to_thread(self.gates)
+                    found = self.findings(gates)
+                    report.gates = {g.name: g.passed for g in gates}
             met = report.pass_rate >= self.settings.check_pass_rate and all(g.passed for g in gates)
-            if met and not found.blamed_tools():
+            if met and not found.blamed_tools() and not found.tasks:
                 return self._result(rounds, gates, passed=True)
             if number == self.settings.check_rounds:
                 break
@@ -256,6 +285,47 @@ class CheckLoop:
                 break
         self._save()
         return self._result(rounds, gates, passed=False)
+
+    # ----------------------------------------------------------------- the reward agents
+
+    async def reward_agents(self, report: RoundReport, found: Findings, gates: list[GateResult]) -> None:
+        """Paraphrases, the solver and the red team on the tasks due; what they blame joins `found`."""
+        from synth.runtime import Env
+
+        broken = {t for g in gates if g.name == "solvable" for t in g.details.get("tasks", {})}
+        tasks = [t for t in self.draft.tasks if t.gold and t.task_id in self.draft.verifier_bodies
+                 and t.task_id not in broken]
+        paraphrase = [t for t in tasks if t.kind == "read" and t.expected_answer and t.task_id not in self.paraphrased]
+        solve = [t for t in tasks if t.task_id not in self.solved]
+        attack = [t for t in tasks if self.attacked.get(t.task_id) != self.draft.verifier_bodies[t.task_id]]
+        if not (paraphrase or solve or attack):
+            return
+        probes = next((g.details.get("probes", {}) for g in gates if g.name == "probes"), {})
+        try:
+            env = await asyncio.to_thread(Env.load, self.env_dir, pool=self.pool)
+        except SynthError as exc:
+            report.errors.append(f"the reward agents could not load the env: {clip(str(exc), 300)}")
+            return
+        try:
+            agents = RewardAgents(self.draft, env, self.gateway, self.settings, probes=probes,
+                                  case_numbers=self.case_numbers)
+            result = await agents.run(paraphrase, solve, attack)
+        finally:
+            await asyncio.to_thread(env.close)
+        if result.budget is not None:
+            self.budget = self.budget or result.budget
+        failed = {t for t, by_agent in result.summary.items() for a, v in by_agent.items() if "error" in v}
+        self.paraphrased |= {t.task_id for t in paraphrase if t.task_id not in failed}
+        self.solved |= {t.task_id for t in solve if t.task_id not in failed}
+        self.attacked.update({t.task_id: self.draft.verifier_bodies[t.task_id] for t in attack
+                              if t.task_id not in failed})
+        self.draft.verifier_tests = self.draft.verifier_tests + [c.model_dump(mode="json") for c in result.cases]
+        self.clarified.update(result.clarified)
+        report.new_cases, report.agents = len(result.cases), result.summary
+        report.errors += result.errors
+        for task_id, problems in result.problems.items():
+            for problem in problems:
+                found.task(task_id, problem, verifier=True)
 
     # ----------------------------------------------------------------- repairs
 
@@ -281,6 +351,7 @@ class CheckLoop:
             if not task_problems:
                 return
         before = self.draft.model_copy(deep=True)
+        self._clarify(task_problems)
         try:
             self.draft, gold = await generate_gold(self.draft, self.gateway, self.settings,
                                                    task_ids=sorted(task_problems), feedback=task_problems,
@@ -296,6 +367,15 @@ class CheckLoop:
                 report.repairs.append(verifier_record(before, self.draft, task_id, task_problems[task_id],
                                                       outcome.diagnosis))
         report.errors += [f"gold {tid}: {clip(o.error, 300)}" for tid, o in gold.tasks.items() if o.error]
+
+    def _clarify(self, task_problems: dict[str, list[str]]) -> None:
+        """Give the tasks the checking agent found ambiguous their clarified instructions."""
+        clarified = {k: v for k, v in self.clarified.items() if k in task_problems and v}
+        if clarified:
+            self.draft.tasks = [t.model_copy(update={"instruction": clarified[t.task_id]})
+                                if t.task_id in clarified else t for t in self.draft.tasks]
+            for task_id in clarified:
+                self.clarified.pop(task_id, None)
 
     def _recheck(self, task_problems: dict[str, list[str]], keep: set[str]) -> dict[str, list[str]]:
         """Replay the blamed tasks on the repaired tools; only those still failing need the model."""
