@@ -28,11 +28,13 @@ def h():
 @pytest.mark.parametrize("value, answer", [
     (3460, "The total is $3,460.00."), (3460, "3460 USD"), ("3460.00", "It comes to 3,460"),
     (4.75, "She owes $4.75 in all"), (2, "two copies are on the shelf"), (189, "189.00 per month"),
+    (189, "$189.00/month"), (3.5, "three and a half hours"),
     ("2025-06-04", "on June 4"), ("2025-06-04", "Wed, 4 Jun 2025"), ("2025-06-04", "6/4/2025"),
     ("2025-06-04", "June 4th, 2025"), ("2025-06-04", "due 2025-06-04."),
     ("09:00", "at 9am"), ("09:00", "9:00 AM"), ("09:00", "at 9 a.m. sharp"), ("14:00", "2 pm"),
     ("14:30", "14:30"), ("14:00", "2:00"), ("12:00", "at noon"),
     ("2025-06-05 09:30", "Bella on June 5 at 9:30am"), ("2025-06-05 09:30", "2025-06-05 09:30"),
+    ("2025-06-05 10:00", "Bella: June 5, 9:30 AM; Milo: same day at 10 AM"), ("2025-06-05 10:00", "10am on June 5"),
     ("Emma Rodriguez", "Rodriguez, Emma"), ("Emma Rodriguez", "EMMA RODRIGUEZ."), ("Dr. Priya Nair", "Priya Nair"),
     ("Dr. Priya Nair", "Dr. Nair"), ("Liam O'Brien", "O'Brien, Liam"), ("partially_paid", "partially paid"),
     ("Q-102", "desk Q-102"), ("555-0104", "call 555-0104"), ("INV-1002", "invoices INV-1002; INV-1007"),
@@ -44,6 +46,7 @@ def test_facts_are_found_in_their_common_forms(h, value, answer):
 @pytest.mark.parametrize("value, answer", [
     (3460, "3,275"), (4.75, "4.7"), (2, "12 copies"), ("2025-06-04", "June 5"), ("2025-06-04", "June 4, 2024"),
     ("09:00", "09:30"), ("09:00", "21:00"), ("Emma Rodriguez", "Emma"), ("paid", "unpaid"), (104, "555-0104"), (102, "Q-102"), ("2025-06-05 09:30", "June 5. At 9:30 on June 6"),
+    ("2025-06-05 10:00", "Bella June 5 at 9:30, Milo June 6 at 10:00"),
 ])
 def test_near_misses_are_not_matches(h, value, answer):
     assert not h.mentions(answer, value), (value, answer)
@@ -61,6 +64,10 @@ def test_wrong_and_hedged_facts_fail_an_answer_that_names_the_right_ones(h):
     assert not h.states("", right, wrong) and not h.states(None, right, wrong)
     f = h.answer_facts("3,460 or maybe 3,275", [3460], [3275])
     assert f["found"] == [3460] and f["wrong"] == [3275] and f["hedged"]
+    # Alternatives offered together are a hedge too, even when the other one is not a listed wrong value.
+    assert not h.states("1, 2 or 3 copies", [2], [0, 4]) and not h.states("2/3 copies", [2])
+    assert h.states("2 copies (3 in total)", [2], [0, 4]) and h.states("2 copies, or none if you come late", [2])
+    assert not h.states("2 copies, or maybe 1", [2])
     shotgun = "0 1 2 3 4 5 6 7 8 9 10 yes no paid unpaid Dr. Priya Nair Dr. Grace Kim Dr. Hannah Reed"
     assert not h.states(shotgun, right, wrong)
 

@@ -159,7 +159,7 @@ def answer_probes(task: Task, index: DataIndex, expected: str) -> list[Probe]:
                 continue
             for v in index.columns[column][:MAX_CANDIDATES]:
                 text = str(v).strip()
-                if text and text not in listed and not word_in(text, task.instruction):
+                if text and text not in listed:
                     listed.append(text)
     extra = [v for v in listed if not word_in(v, expected)]
     if extra:

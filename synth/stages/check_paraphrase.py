@@ -18,7 +18,8 @@ from synth.agent import AgentContext
 from synth.artifacts import ParaphraseAnswer, Task
 from synth.envfolder import EnvDraft
 from synth.llm import Gateway
-from synth.llm.budgets import pack, planned_tokens
+from synth.llm.budgets import halves, pack, planned_tokens
+from synth.llm.errors import OutputTruncated
 from synth.prompts import render_prompt
 from synth.replay import answer_text
 from synth.stages.check_attempts import Attempt, observation_text, play
@@ -42,7 +43,16 @@ class ParaphraseAgent:
         return [[by_id[i] for i in group] for group in pack(ids, {i: TOKENS_PER_TASK for i in ids}, limit)]
 
     async def check(self, tasks: list[Task]) -> list[Attempt]:
-        """Every paraphrase of every task's expected answer, graded on the gold final state."""
+        """Every paraphrase of every task's expected answer, graded on the gold final state; a cut-off
+        answer is asked again in halves."""
+        try:
+            return await self._check(tasks)
+        except OutputTruncated:
+            if len(tasks) == 1:
+                raise
+            return [a for half in halves(tasks) for a in await self.check(half)]
+
+    async def _check(self, tasks: list[Task]) -> list[Attempt]:
         shown = []
         for task in tasks:
             gold = await asyncio.to_thread(play, self.env, Attempt(task=task, source="paraphrase"), self.volatile,

@@ -17,7 +17,8 @@ from typing import Any
 from synth.artifacts import RedTeamAnswer, Task, ToolCall
 from synth.envfolder import EnvDraft
 from synth.llm import Gateway
-from synth.llm.budgets import pack, planned_tokens
+from synth.llm.budgets import halves, pack, planned_tokens
+from synth.llm.errors import OutputTruncated
 from synth.stages.calls import call_problems
 from synth.stages.check_attempts import Attempt, play
 from synth.stages.check_repair import verifier_source
@@ -25,7 +26,7 @@ from synth.stages.envcontext import EnvContext
 
 STAGE = "red_team"
 MAX_ATTEMPTS = 3
-TOKENS_PER_TASK = 180 * MAX_ATTEMPTS
+TOKENS_PER_TASK = 220  # output tokens of one task's attempts (most tasks get one or two)
 
 
 def attack_source(draft: EnvDraft, task_id: str) -> str:
@@ -46,6 +47,15 @@ class RedTeamAgent:
         return [[by_id[i] for i in group] for group in pack(ids, {i: TOKENS_PER_TASK for i in ids}, limit)]
 
     async def attack(self, tasks: list[Task]) -> list[Attempt]:
+        """Every attempt at `tasks`, played and graded; a cut-off answer is asked again in halves."""
+        try:
+            return await self._attack(tasks)
+        except OutputTruncated:
+            if len(tasks) == 1:
+                raise
+            return [a for half in halves(tasks) for a in await self.attack(half)]
+
+    async def _attack(self, tasks: list[Task]) -> list[Attempt]:
         shown = [{"task_id": t.task_id, "kind": t.kind, "instruction": t.instruction,
                   "source": attack_source(self.draft, t.task_id)} for t in tasks]
         messages = EnvContext.of(self.draft).messages(STAGE, tasks=shown, max_attempts=MAX_ATTEMPTS)

@@ -25,7 +25,7 @@ _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 _NUMBER_WORDS = {w: i for i, w in enumerate(
     "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
     "seventeen eighteen nineteen twenty".split())}
-_NUMBER_WORD = re.compile(r"\b(" + "|".join(_NUMBER_WORDS) + r")\b", re.I)
+_NUMBER_WORD = re.compile(r"\b(" + "|".join(_NUMBER_WORDS) + r")(\s+and\s+a\s+half)?\b", re.I)
 _ISO_DATE = re.compile(r"^\s*(\d{4})-(\d{2})-(\d{2})\s*$")
 _ISO_DATETIME = re.compile(r"^\s*(\d{4})-(\d{2})-(\d{2})[ T](\d{1,2}):(\d{2})(?::\d{2}(?:\.\d+)?)?\s*$")
 _CLOCK = re.compile(r"^\s*(\d{1,2}):(\d{2})(?::\d{2})?\s*$")
@@ -36,6 +36,7 @@ _ABBREVIATIONS = frozenset(_TITLES | {"st", "no", "vs", "etc", "e.g", "i.e", "a.
                                       "jr", "sr", "ave", "rd"} | set(_MONTH_NAMES) | {"sept"})
 _HEDGE = re.compile(r"\b(?:maybe|perhaps|possibly|probably|presumably|not\s+sure|unsure|not\s+certain|uncertain"
                     r"|i\s+think|i\s+believe|i\s+guess|or\s+so|might\s+be)\b", re.I)
+_OR = re.compile(r"\W*(?:or|either|and/or)\W*|\s*/\s*", re.I)  # what joins alternatives: "2 or 3", "9/10"
 _NEGATION = re.compile(r"\b(?:not|no(?!\.?\s*#?\d)|never|none|neither|nor|without|except|excluding|excluded"
                        r"|exclude|besides|unlike|instead\s+of|rather\s+than|other\s+than|apart\s+from|no\s+longer"
                        r"|inactive|cannot|\w+n['\u2019]t)\b", re.I)
@@ -45,8 +46,8 @@ _REFUSAL = re.compile(r"\b(?:i|we)\s+(?:could\s*n[o']?t|couldn['\u2019]t|can\s*n
                       r"|did\s*n['\u2019o]?t\s+manage|didn['\u2019]t\s+manage)"
                       r"|['\u2019]m\s+unable|\bunable\s+to\b|\b(?:sorry|apologi[sz]e)\b|\bi['\u2019]m\s+afraid\b"
                       r"|\bnot\s+possible\b", re.I)
-_NEGATION_REACH = 5  # words between a "not" and the value it denies ("not Dr. Grace Kim")
-_NEGATION_BACK = 8  # words between a value and a later denial ("Grace Kim also ... is no longer active")
+_NEGATION_REACH = 3  # words between a "not" and the value it denies ("not Dr. Grace Kim"), no comma or colon
+_NEGATION_BACK = 12  # words between a value and a later denial ("Grace Kim also ... is no longer active")
 
 
 def _kind(value: Any) -> tuple:
@@ -173,8 +174,8 @@ def _scan_numbers(text: str, taken: list) -> list:
         if before.isalnum() or before == "_" or (before in "-/" and start > 1 and text[start - 2].isalnum()):
             continue
         after = text[end] if end < len(text) else " "
-        if after in "-/" and end + 1 < len(text) and text[end + 1].isalnum():
-            continue
+        if after in "-/" and end + 1 < len(text) and text[end + 1].isdigit():
+            continue  # "555-0104", "3-4": an identifier or a range, not a value ("189.00/month" is one)
         sign = "-" if before == "-" and (start < 2 or not text[start - 2].isalnum()) else ""
         if re.fullmatch(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?", run):
             parts = [(start, end, run.replace(",", ""))]
@@ -190,7 +191,8 @@ def _scan_numbers(text: str, taken: list) -> list:
                 out.append((s, e, decimal.Decimal(sign + piece)))
     for m in _NUMBER_WORD.finditer(text):
         if not any(s < m.end() and m.start() < e for s, e in taken):
-            out.append((m.start(), m.end(), decimal.Decimal(_NUMBER_WORDS[m.group(1).lower()])))
+            half = decimal.Decimal("0.5") if m.group(2) else 0
+            out.append((m.start(), m.end(), decimal.Decimal(_NUMBER_WORDS[m.group(1).lower()]) + half))
     return out
 
 
@@ -260,18 +262,24 @@ def answer_facts(answer: Any, expected: Any, wrong: Any = ()) -> dict:
                          if any(d[1:] == k[1][1:] and d[0] in (None, k[1][0]) for d in ds)]
         elif k[0] == "time":
             mentions += [(s, e, i) for s, e, ms in times if k[1] in ms]
-        elif k[0] == "datetime":
-            day = [(s, e) for s, e, ds in dates if any(d[1:] == k[1][0][1:] and d[0] in (None, k[1][0][0])
-                                                         for d in ds)]
+        elif k[0] == "datetime":  # a time goes with the nearest date of its sentence, else the last one before
             for s, e, ms in times:
-                if k[1][1] in ms and any(_scope_of(sentences, s) == _scope_of(sentences, s2) for s2, _ in day):
+                here = [d for d in dates if _scope_of(sentences, d[0]) == _scope_of(sentences, s)]
+                before = [d for d in dates if d[1] <= s]
+                near = min(here, key=lambda d: min(abs(d[1] - s), abs(d[0] - e))) if here else \
+                    before[-1] if before else next((d for d in dates if d[0] >= e), None)
+                if k[1][1] in ms and near is not None and any(d[1:] == k[1][0][1:] and d[0] in (None, k[1][0][0])
+                                                               for d in near[2]):
                     mentions.append((s, e, i))
-    denied = _denied(text, mentions)
+    denied = _denied(text, mentions, [r for _, _, r in candidates])
     said = {i for s, e, i in mentions if (s, e, i) not in denied}
-    hedged = False
-    for m in _HEDGE.finditer(text):
-        sentence = _scope_of(sentences, m.start())
-        if any(_scope_of(sentences, s) == sentence for s, _, _ in mentions):
+    # Hedged: a hedge word in a sentence that gives a value, or a value offered "or" another one ("2 or 3").
+    values = [(s, e) for s, e, _ in mentions] + [(s, e) for s, e, _ in dates + times + numbers]
+    hedged = any(any(_scope_of(sentences, s) == _scope_of(sentences, m.start()) for s, _ in values)
+                 for m in _HEDGE.finditer(text))
+    ordered = sorted(set(values))
+    for (s1, e1), (s2, e2) in zip(ordered, ordered[1:]):
+        if _OR.fullmatch(text[e1:s2]) and any(s in (s1, s2) for s, _, i in mentions if candidates[i][2]):
             hedged = True
     found = [v for i, (v, k, r) in enumerate(candidates) if r and i in said]
     named = {i for _, _, i in mentions}
@@ -280,9 +288,11 @@ def answer_facts(answer: Any, expected: Any, wrong: Any = ()) -> dict:
             "denied": [v for i, (v, k, r) in enumerate(candidates) if i in named and i not in said], "hedged": hedged}
 
 
-def _denied(text: str, mentions: list) -> set:
-    """Mentions a negation denies: the nearest value after a "not" (within a few words), or else
-    the nearest value before it in the same clause ("Grace Kim ... is no longer active")."""
+def _denied(text: str, mentions: list, wanted: list) -> set:
+    """Mentions a negation denies: the nearest value after a "not" (within a few words), or else the
+    nearest wrong value before it in the same clause ("Grace Kim ... is no longer active"); an expected
+    value before a negation stays stated ("275.00, not paid yet" denies nothing about the amount).
+    `wanted[i]` says whether candidate i is an expected value."""
     out = set()
     clauses = _sentences(text, re.compile(_SENTENCE_END.pattern + "|" + _SCOPE_BREAK.pattern))
     hedges = [(m.start(), m.end()) for m in _HEDGE.finditer(text)]
@@ -294,12 +304,13 @@ def _denied(text: str, mentions: list) -> set:
         inside = [m for m in ordered if _scope_of(clauses, m[0]) == clause]
         after = [m for m in inside if m[0] >= cue.end()]
         before = [m for m in inside if m[1] <= cue.start()]
-        if after and len(_WORD.findall(text[cue.end():after[0][0]])) <= _NEGATION_REACH:
+        gap = text[cue.end():after[0][0]] if after else ""
+        if after and len(_WORD.findall(gap)) <= _NEGATION_REACH and not re.search(r"[,:;]", gap):
             first = after[0]
             out.update(m for m in after if (m[0], m[1]) == (first[0], first[1]))
         elif before and len(_WORD.findall(text[before[-1][1]:cue.start()])) <= _NEGATION_BACK:
-            last = before[-1]
-            out.update(m for m in before if (m[0], m[1]) == (last[0], last[1]))
+            last = before[-1]  # "Grace Kim ... is no longer active" excludes a wrong value; it never takes back
+            out.update(m for m in before if (m[0], m[1]) == (last[0], last[1]) and not wanted[m[2]])
     return out
 
 
