@@ -102,14 +102,15 @@ def test_the_solver_finds_a_false_negative_and_the_verifier_is_repaired(fake_mod
 
 def test_the_red_team_finds_an_exploit_and_the_verifier_is_repaired(fake_model, tmp_path):
     # task_01's verifier only rules out the count 1: the probes (which hedge with 1 and list every number) miss
-    # that "2 or 3" passes.
+    # that an answer taking the 2 back ("Correction: 3 copies") passes.
     loose = f'return rubric([check("answer_says_two", states(answer, [2], [1]), 2.0), {UNCHANGED}])'
     env = built_library(tmp_path, "task_01", loose)
     assert check_env(env).verified  # every model-free probe stays below the threshold
-    assert score(env, "task_01", "There are 2 or 3 copies.") == 1.0
-    exploit = {"idea": "give two counts without a hedge word", "calls": [], "answer": "There are 2 or 3 copies."}
+    assert score(env, "task_01", "There are 2 copies. Correction: 3 copies.") == 1.0
+    exploit = {"idea": "give a second count as a correction", "calls": [],
+               "answer": "There are 2 copies. Correction: 3 copies."}
     script_agents(fake_model.script, attack=red_team({"task_01": [exploit]}),
-                  verdicts=judge(lambda q, block: ("wrong", "it gives two different counts") if "2 or 3" in block
+                  verdicts=judge(lambda q, block: ("wrong", "it gives two different counts") if "Correction: 3" in block
                                  else ("correct", "states 2")))
     fixed = VERIFIER_BODIES["task_01"]
     fake_model.script.add("gold", "city_library/task_01", gold_reply("task_01", fixed))
@@ -120,7 +121,7 @@ def test_the_red_team_finds_an_exploit_and_the_verifier_is_repaired(fake_model, 
     assert result.status == "verified", result.reasons
     judged = requests(fake_model, "reward_judge")
     assert judged and {r.body["model"] for r in judged} == {"judge-model"}
-    assert "Attempt's answer: There are 2 or 3 copies." in last_user(judged[0])
+    assert "Attempt's answer: There are 2 copies. Correction: 3 copies." in last_user(judged[0])
     assert "Model-free probe rewards of this grader: empty 0." in last_user(judged[0])
     attacks = requests(fake_model, "red_team")
     assert len(attacks) == 2  # the repaired verifier is attacked again, and holds
@@ -132,10 +133,10 @@ def test_the_red_team_finds_an_exploit_and_the_verifier_is_repaired(fake_model, 
     assert rounds[1]["agents"]["task_01"]["red_team"] == {"attempts": 1, "exploits": 0}
     (repair,) = rounds[0]["repairs"]
     assert repair["kind"] == "verifier" and repair["name"] == "task_01"
-    assert "the red team's attempt (give two counts without a hedge word)" in repair["evidence"][0]
+    assert "the red team's attempt (give a second count as a correction)" in repair["evidence"][0]
     cases = [c for c in verifier_cases(env) if c["source"] == "red_team"]
     assert [(c["task_id"], c["expect"], c["found_reward"]) for c in cases] == [("task_01", "fail", 1.0)]
-    assert score(env, "task_01", "There are 2 or 3 copies.") < 0.5
+    assert score(env, "task_01", "There are 2 copies. Correction: 3 copies.") < 0.5
     assert check_env(env).verified
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from synth.artifacts import Task, VerifierCase
@@ -223,3 +224,58 @@ class RewardAgents:
             self.found.problem(task_id, f"the task was ambiguous ({clip(reason, 300)}): an independent solver did "
                                         f"it another way ({_said(a)}); its instruction is now "
                                         f"{clarified.strip()!r}: make the gold solution and the verifier follow it")
+
+
+class AgentBook:
+    """What the reward agents already checked, across rounds (and from the cases an earlier run
+    recorded): a read task is paraphrased once, a task solved once, a verifier attacked once per
+    version of its code; case numbers keep counting; clarified instructions wait for the repair."""
+
+    def __init__(self, cases: list[dict[str, Any]]):
+        cases = [c for c in cases if isinstance(c, dict)]
+        self.paraphrased = {c.get("task_id") for c in cases if c.get("source") == "paraphrase"}
+        self.solved: set[str] = set()
+        self.attacked: dict[str, str] = {}  # task -> the verifier body the red team last attacked
+        self.numbers: dict[str, int] = {}
+        for c in cases:
+            tail = str(c.get("case_id", "")).rsplit(".", 1)[-1]
+            if tail.isdigit():
+                self.numbers[c["task_id"]] = max(self.numbers.get(c["task_id"], 0), int(tail))
+        self.clarified: dict[str, str] = {}
+
+    def due(self, draft: EnvDraft, broken: set[str]) -> tuple[list[Task], list[Task], list[Task]]:
+        tasks = [t for t in draft.tasks if t.gold and t.task_id in draft.verifier_bodies and t.task_id not in broken]
+        return ([t for t in tasks if t.kind == "read" and t.expected_answer and t.task_id not in self.paraphrased],
+                [t for t in tasks if t.task_id not in self.solved],
+                [t for t in tasks if self.attacked.get(t.task_id) != draft.verifier_bodies[t.task_id]])
+
+    def mark(self, draft: EnvDraft, result: AgentFindings, paraphrase: list[Task], solve: list[Task],
+             attack: list[Task]) -> None:
+        failed = {t for t, by_agent in result.summary.items() for v in by_agent.values() if "error" in v}
+        self.paraphrased |= {t.task_id for t in paraphrase if t.task_id not in failed}
+        self.solved |= {t.task_id for t in solve if t.task_id not in failed}
+        self.attacked.update({t.task_id: draft.verifier_bodies[t.task_id] for t in attack if t.task_id not in failed})
+        self.clarified.update(result.clarified)
+
+
+async def run_reward_agents(book: AgentBook, draft: EnvDraft, env_dir: Path, gateway: Gateway, settings: Settings,
+                            pool: Any, gates: list[Any]) -> AgentFindings | None:
+    """The agents on the tasks due (none whose gold fails); None when nothing is due."""
+    from synth.runtime import Env
+
+    broken = {t for g in gates if g.name == "solvable" for t in g.details.get("tasks", {})}
+    paraphrase, solve, attack = book.due(draft, broken)
+    if not (paraphrase or solve or attack):
+        return None
+    probes = next((g.details.get("probes", {}) for g in gates if g.name == "probes"), {})
+    try:
+        env = await asyncio.to_thread(Env.load, env_dir, pool=pool)
+    except SynthError as exc:
+        return AgentFindings(errors=[f"the reward agents could not load the env: {clip(str(exc), 300)}"])
+    try:
+        result = await RewardAgents(draft, env, gateway, settings, probes=probes,
+                                    case_numbers=book.numbers).run(paraphrase, solve, attack)
+    finally:
+        await asyncio.to_thread(env.close)
+    book.mark(draft, result, paraphrase, solve, attack)
+    return result

@@ -44,7 +44,7 @@ from synth.llm import BudgetExceeded, Gateway, ModelError
 from synth.replay import gold_problems
 from synth.stages.check_judge import CheckingAgent
 from synth.stages.check_repair import repair_tool, verifier_record
-from synth.stages.check_rewards import RewardAgents
+from synth.stages.check_rewards import AgentBook, run_reward_agents
 from synth.stages.check_tests import TestingAgent, automatic_verdict, run_tests
 from synth.stages.gold import generate_gold
 from synth.stages.repair import clip
@@ -127,17 +127,7 @@ class CheckLoop:
         self.checker = CheckingAgent(gateway.judge())
         self.budget: BudgetExceeded | None = None
         self.repairs: dict[str, list[str]] = {}  # tool -> diagnoses of its earlier repairs
-        # The reward agents' bookkeeping: what was already checked, and the next case number per task.
-        cases = [c for c in draft.verifier_tests if isinstance(c, dict)]
-        self.paraphrased = {c.get("task_id") for c in cases if c.get("source") == "paraphrase"}
-        self.solved: set[str] = set()
-        self.attacked: dict[str, str] = {}  # task -> the verifier body the red team last attacked
-        self.case_numbers: dict[str, int] = {}
-        for c in cases:
-            tail = str(c.get("case_id", "")).rsplit(".", 1)[-1]
-            if tail.isdigit():
-                self.case_numbers[c.get("task_id")] = max(self.case_numbers.get(c.get("task_id"), 0), int(tail))
-        self.clarified: dict[str, str] = {}
+        self.agents = AgentBook(draft.verifier_tests)  # what the reward agents already checked
 
     async def _gather(self, calls: list, errors: list[str], labels: list[str]) -> list:
         """Run model-bound calls together; record item errors, remember a budget stop."""
@@ -290,37 +280,13 @@ class CheckLoop:
 
     async def reward_agents(self, report: RoundReport, found: Findings, gates: list[GateResult]) -> None:
         """Paraphrases, the solver and the red team on the tasks due; what they blame joins `found`."""
-        from synth.runtime import Env
-
-        broken = {t for g in gates if g.name == "solvable" for t in g.details.get("tasks", {})}
-        tasks = [t for t in self.draft.tasks if t.gold and t.task_id in self.draft.verifier_bodies
-                 and t.task_id not in broken]
-        paraphrase = [t for t in tasks if t.kind == "read" and t.expected_answer and t.task_id not in self.paraphrased]
-        solve = [t for t in tasks if t.task_id not in self.solved]
-        attack = [t for t in tasks if self.attacked.get(t.task_id) != self.draft.verifier_bodies[t.task_id]]
-        if not (paraphrase or solve or attack):
+        result = await run_reward_agents(self.agents, self.draft, self.env_dir, self.gateway, self.settings,
+                                         self.pool, gates)
+        if result is None:
             return
-        probes = next((g.details.get("probes", {}) for g in gates if g.name == "probes"), {})
-        try:
-            env = await asyncio.to_thread(Env.load, self.env_dir, pool=self.pool)
-        except SynthError as exc:
-            report.errors.append(f"the reward agents could not load the env: {clip(str(exc), 300)}")
-            return
-        try:
-            agents = RewardAgents(self.draft, env, self.gateway, self.settings, probes=probes,
-                                  case_numbers=self.case_numbers)
-            result = await agents.run(paraphrase, solve, attack)
-        finally:
-            await asyncio.to_thread(env.close)
         if result.budget is not None:
             self.budget = self.budget or result.budget
-        failed = {t for t, by_agent in result.summary.items() for a, v in by_agent.items() if "error" in v}
-        self.paraphrased |= {t.task_id for t in paraphrase if t.task_id not in failed}
-        self.solved |= {t.task_id for t in solve if t.task_id not in failed}
-        self.attacked.update({t.task_id: self.draft.verifier_bodies[t.task_id] for t in attack
-                              if t.task_id not in failed})
         self.draft.verifier_tests = self.draft.verifier_tests + [c.model_dump(mode="json") for c in result.cases]
-        self.clarified.update(result.clarified)
         report.new_cases, report.agents = len(result.cases), result.summary
         report.errors += result.errors
         for task_id, problems in result.problems.items():
@@ -370,12 +336,12 @@ class CheckLoop:
 
     def _clarify(self, task_problems: dict[str, list[str]]) -> None:
         """Give the tasks the checking agent found ambiguous their clarified instructions."""
-        clarified = {k: v for k, v in self.clarified.items() if k in task_problems and v}
+        clarified = {k: v for k, v in self.agents.clarified.items() if k in task_problems and v}
         if clarified:
             self.draft.tasks = [t.model_copy(update={"instruction": clarified[t.task_id]})
                                 if t.task_id in clarified else t for t in self.draft.tasks]
             for task_id in clarified:
-                self.clarified.pop(task_id, None)
+                self.agents.clarified.pop(task_id, None)
 
     def _recheck(self, task_problems: dict[str, list[str]], keep: set[str]) -> dict[str, list[str]]:
         """Replay the blamed tasks on the repaired tools; only those still failing need the model."""
