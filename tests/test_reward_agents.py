@@ -80,7 +80,7 @@ def test_the_solver_finds_a_false_negative_and_the_verifier_is_repaired(fake_mod
     assert result.status == "verified", result.reasons
     # The solver saw the tools, never the gold; its prompt lists every task's request.
     solve = requests(fake_model, "solve")
-    assert len(solve) == 1 and "checkout_book(member_id: int" in solve[0].body["messages"][0]["content"]
+    assert len(solve) == 1 and "- checkout_book(member_id: int" in solve[0].body["messages"][0]["content"]
     assert '"book_id": 3' not in last_user(solve[0]) and "## task_02" in last_user(solve[0])
     gold = requests(fake_model, "gold")
     assert len(gold) == 1 and "an independent solver reached the gold solution's final state" in last_user(gold[0])
@@ -125,7 +125,7 @@ def test_the_red_team_finds_an_exploit_and_the_verifier_is_repaired(fake_model, 
     assert "Model-free probe rewards of this grader: empty 0." in last_user(judged[0])
     attacks = requests(fake_model, "red_team")
     assert len(attacks) == 2  # the repaired verifier is attacked again, and holds
-    assert "def verify_task_01(" in last_user(attacks[0]) and "states(answer, [2], [1])" in last_user(attacks[0])
+    assert "## task_01 (read)" in last_user(attacks[0]) and "states(answer, [2], [1])" in last_user(attacks[0])
     assert '"query": "Left Hand of Darkness"' not in last_user(attacks[0])  # the gold stays hidden
     report = json.loads((env / "report.json").read_text())
     rounds = report["check_loop"]["rounds"]

@@ -31,6 +31,7 @@ from typing import Any
 from synth.artifacts import Task, ToolCall, ToolTest
 from synth.datafacts import DataIndex, answer_facts, as_number, decimal_of, number_text, word_in
 from synth.replay import answer_text, canonical, run_actions, state_diff
+from synth.runtime.codecheck import parse_source
 
 from .fuzz import ValuePool, random_call
 
@@ -65,7 +66,7 @@ def clip(text: str, limit: int = 160) -> str:
 def tool_sources(tools_src: str) -> dict[str, str]:
     """Each tool function's source in tools.py (read, never run)."""
     try:
-        tree = ast.parse(tools_src)
+        tree = parse_source(tools_src, "tools.py")  # through the lock: the 3.11 parser is not thread-safe
     except SyntaxError:
         return {}
     return {n.name: ast.get_source_segment(tools_src, n) or "" for n in tree.body if isinstance(n, ast.FunctionDef)}

@@ -18,7 +18,7 @@ from synth.reward import compare_states, gold_final
 from synth.stages.check_judge import describe_diff
 from synth.stages.repair import clip
 
-RESULT_CHARS = 700  # a tool result as an agent or the judge sees it
+RESULT_CHARS = 500  # a tool result as an agent or the judge sees it
 
 
 def observation_text(observation: dict[str, Any], limit: int = RESULT_CHARS) -> str:

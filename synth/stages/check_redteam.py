@@ -2,8 +2,8 @@
 the reward without doing the task.
 
 Model calls: stage "red_team", subject "<env_id>/<task_id>+<task_id>+...", one per batch of tasks
-sized to the stage's output budget, with the env's shared context (schema, rules, tools) and the
-helpers' API. Each attempt (calls, then an answer) is played on a fresh episode and graded; one
+sized to the stage's output budget, with the env's scenario, rules and tools (the verifiers' code
+shows the tables they read) and the helpers' API. Each attempt (calls, then an answer) is played on a fresh episode and graded; one
 that earns at least settings.probe_threshold and ends in another database than the gold
 solution's is an exploit. One whose database is the gold's (a read task's answer, typically) is
 an exploit only if the checking agent finds its answer wrong.
@@ -21,7 +21,6 @@ from synth.llm.budgets import halves, pack, planned_tokens
 from synth.llm.errors import OutputTruncated
 from synth.stages.calls import call_problems
 from synth.stages.check_attempts import Attempt, play
-from synth.stages.check_repair import verifier_source
 from synth.stages.envcontext import EnvContext
 
 STAGE = "red_team"
@@ -30,9 +29,9 @@ TOKENS_PER_TASK = 220  # output tokens of one task's attempts (most tasks get on
 
 
 def attack_source(draft: EnvDraft, task_id: str) -> str:
-    """The verifier's function as the red team sees it: the code, not the gold calls."""
-    source = verifier_source(draft, task_id)
-    return source[source.index("def "):] if "def " in source else source
+    """The verifier's code as the red team sees it: its body (the task is shown above it), not the gold calls."""
+    body = draft.verifier_bodies.get(task_id, "")
+    return "\n".join(("    " + line) if line.strip() else "" for line in body.splitlines())
 
 
 class RedTeamAgent:
@@ -58,7 +57,10 @@ class RedTeamAgent:
     async def _attack(self, tasks: list[Task]) -> list[Attempt]:
         shown = [{"task_id": t.task_id, "kind": t.kind, "instruction": t.instruction,
                   "source": attack_source(self.draft, t.task_id)} for t in tasks]
-        messages = EnvContext.of(self.draft).messages(STAGE, tasks=shown, max_attempts=MAX_ATTEMPTS)
+        # The scenario, the rules and the tools; not the schema: the verifiers' code shows what they read.
+        context = EnvContext.of(self.draft)
+        context.schema_sql = ""
+        messages = context.messages(STAGE, tasks=shown, max_attempts=MAX_ATTEMPTS)
         ids = [t.task_id for t in tasks]
         answer = await self.gateway.structured(RedTeamAnswer, messages, stage=STAGE,
                                                subject=f"{self.draft.env_id}/{'+'.join(ids)}",

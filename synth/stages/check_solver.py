@@ -4,7 +4,7 @@ solutions, so the verifiers can be tested against independent work.
 Model calls: stage "solve", subject "<env_id>/<task_id>+<task_id>+...", one conversation per batch
 of tasks sized to the stage's output budget, at most MAX_TURNS turns. The solver sees what an
 agent in the env sees (the application, today's date, the signed-in user, every tool with its
-description), never the schema, the data or the gold. Each turn gives, per open request, the next
+parameters and what it does), never the schema, the data or the gold. Each turn gives, per open request, the next
 calls (played at once in that request's own episode; their results are shown next turn) and/or
 the final answer. Each prompt is built afresh from the requests still open, so finished requests
 stop costing tokens.
@@ -23,23 +23,12 @@ from synth.llm.budgets import pack, planned_tokens
 from synth.prompts import render_prompt
 from synth.stages.calls import call_problems
 from synth.stages.check_attempts import Attempt, finish
-from synth.toolschema import PY_TYPES, schema_to_params
+from synth.stages.envcontext import tool_line
 
 STAGE = "solve"
 MAX_TURNS = 5
 MAX_CALLS_PER_TURN = 8  # per request
 TOKENS_PER_TASK = 230  # output tokens of one request's step (a dozen requests share a turn)
-
-
-def agent_tool_line(tool: Any) -> str:
-    params = []
-    for p in schema_to_params(tool.parameters):
-        kind = PY_TYPES[p.type] + (f"[{PY_TYPES[p.items]}]" if p.type == "array" and p.items else "")
-        enum = f" in {p.enum}" if p.enum else ""
-        note = f" ({p.description})" if p.description else ""
-        params.append(f"{p.name}{'' if p.required else '?'}: {kind}{enum}{note}")
-    mode = "read-only" if tool.read_only else "changes data"
-    return f"{tool.name}({', '.join(params)}) [{mode}]: {' '.join(tool.description.split())}"
 
 
 class SolverAgent:
@@ -57,7 +46,7 @@ class SolverAgent:
     def messages(self, attempts: list[Attempt], turn: int) -> list[dict[str, str]]:
         return render_prompt(STAGE, title=self.context.title, scenario=self.context.scenario.strip(),
                              context_lines=context_lines(self.context),
-                             tools=[agent_tool_line(t) for t in self.draft.tools],
+                             tools=[tool_line(t) for t in self.draft.tools],
                              tasks=[{"task_id": a.task.task_id, "instruction": a.task.instruction, "steps": a.steps()}
                                     for a in attempts],
                              turn=turn, max_turns=MAX_TURNS, last=turn == MAX_TURNS)

@@ -304,8 +304,8 @@ SOLVER = {
                 ([("get_owner", {"owner_id": 1}), ("get_owner", {"owner_id": 7})],
                  "Dr. Reed sees Bella (9:30) and Milo (10:00), both Maria Lopez's - call 555-0101 - and Oscar "
                  "(11:30), Ethan Brooks's - call 555-0107.")],
-    "task_10": [([("find_pets", {"name": "Max"}), ("list_treatments", {})], None),
-                ([("list_appointments", {"pet_id": 6, "date": "2025-06-02"})], None),
+    "task_10": [([("list_appointments", {"date": "2025-06-02", "status": "scheduled"}), ("list_treatments", {})],
+                 None),
                 ([("add_treatment", {"appointment_id": 7, "treatment_code": "EXAM-STD"}),
                   ("add_treatment", {"appointment_id": 7, "treatment_code": "LAB-BLD"}),
                   ("complete_appointment", {"appointment_id": 7})], None),
