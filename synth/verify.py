@@ -66,6 +66,7 @@ def gates_report(gates: list[GateResult]) -> dict[str, Any]:
     results = {g.name: g.model_dump(mode="json", exclude={"name"}) for g in gates}
     for result in results.values():
         result["details"].pop("probes", None)  # kept once, as report.json `probes`
+        result["details"].pop("exploits", None)  # kept as verifier_tests.jsonl cases by the check loop
     return {"passed": bool(gates) and all(g.passed for g in gates), "results": results}
 
 

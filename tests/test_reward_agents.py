@@ -162,3 +162,30 @@ def test_a_correct_paraphrase_the_verifier_rejects_is_repaired(fake_model, tmp_p
     cases = [c for c in verifier_cases(env) if c["source"] == "paraphrase"]
     assert len(cases) == 10 and {c["expect"] for c in cases} == {"pass"} and all(c["use_gold"] for c in cases)
     assert check_env(env).verified
+
+
+def test_a_probe_the_verifier_paid_for_is_repaired_and_kept_as_a_case(fake_model, tmp_path):
+    # task_01's verifier pays for an answer that lists every number, or hedges (it only looks for the 2).
+    shotgun_open = f'return rubric([check("says 2", mentions(answer, 2), 2.0), {UNCHANGED}])'
+    env = built_library(tmp_path, "task_01", shotgun_open)
+    script_agents(fake_model.script)
+    fake_model.script.add("gold", "city_library/task_01", gold_reply("task_01", VERIFIER_BODIES["task_01"]))
+    settings = settings_for(fake_model, tmp_path)
+    result = asyncio.run(verify_env(env, Gateway(settings), settings))
+
+    assert result.status == "verified", result.reasons
+    (gold,) = requests(fake_model, "gold")
+    assert "probe 'shotgun' earned 1.00" in last_user(gold)
+    report = json.loads((env / "report.json").read_text())
+    assert report["check_loop"]["rounds"][0]["gates"]["probes"] is False
+    assert report["check_loop"]["rounds"][0]["repairs"][0]["name"] == "task_01"
+    cases = [c for c in verifier_cases(env) if c["source"] == "probe"]
+    assert [(c["task_id"], c["expect"], c["note"]) for c in cases] == [("task_01", "fail", "the shotgun probe"),
+                                                                        ("task_01", "fail", "the hedged probe")]
+    assert cases[0]["calls"] == [] and cases[0]["answer"].startswith("0 1 2 3")
+    assert cases[1]["answer"] == "2 or maybe 1" and cases[1]["calls"][0]["tool"] == "search_books"
+    assert check_env(env).verified
+    set_verifier_body(env, "task_01", shotgun_open)  # the old verifier fails its regression case too
+    gates = {g.name: g for g in check_env(env).gates}
+    assert not gates["probes"].passed and not gates["reward_cases"].passed
+    assert "task_01.probe.1 (probe; the shotgun probe)" in gates["reward_cases"].evidence[0]

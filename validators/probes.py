@@ -52,11 +52,12 @@ def _score(reward: Reward | None) -> float:
     return 0.0 if reward is None or reward.error else reward.reward
 
 
-def probe_task(ctx: ProbeContext, task: Task, threshold: float = DEFAULT_THRESHOLD,
-               margin: float = DEFAULT_MARGIN) -> tuple[list[dict[str, Any]], list[str]]:
+def probe_task(ctx: ProbeContext, task: Task, threshold: float = DEFAULT_THRESHOLD, margin: float = DEFAULT_MARGIN,
+               exploits: list[dict[str, Any]] | None = None) -> tuple[list[dict[str, Any]], list[str]]:
     """The probes' records for one task ({"probe", "reward", "passed", "detail"}) and one problem line
-    per probe that earned its reward. A task whose gold solution does not replay, or does not pass
-    its verifier, gets none (the solvable gate reports it)."""
+    per probe that earned its reward (whose calls and answer go to `exploits`, when given, so they can
+    be kept as regression cases). A task whose gold solution does not replay, or does not pass its
+    verifier, gets none (the solvable gate reports it)."""
     if not task.gold:
         return [], []
     gold = run_actions(ctx.env, task, task.gold, answer=task.expected_answer, snapshot=True)
@@ -71,6 +72,9 @@ def probe_task(ctx: ProbeContext, task: Task, threshold: float = DEFAULT_THRESHO
         passed = earned(score, gold_reward, threshold, margin)
         records.append({"probe": probe.name, "reward": round(score, 4), "passed": passed, "detail": probe.detail})
         if passed:
+            if exploits is not None:
+                exploits.append({"probe": probe.name, "calls": [c.model_dump(mode="json") for c in probe.calls],
+                                 "answer": probe.answer, "reward": round(score, 4)})
             paid = [c.name for c in reward.checks if c.passed] if reward is not None else []
             problems.append(f"probe {probe.name!r} earned {score:.2f} (a probe must score below {threshold:g} and at "
                             f"least {margin:g} under the gold's {gold_reward:.2f}): {probe.detail}; checks it "
@@ -81,13 +85,17 @@ def probe_task(ctx: ProbeContext, task: Task, threshold: float = DEFAULT_THRESHO
 def _check(folder: EnvFolder, env: Any, found: Findings, threshold: float, margin: float) -> None:
     ctx = new_context(env, volatile=folder.volatile, tasks=folder.tasks, tests=folder.tests)
     probes: dict[str, list[dict[str, Any]]] = {}
+    exploits: dict[str, list[dict[str, Any]]] = {}
     for task in folder.tasks:
-        records, problems = probe_task(ctx, task, threshold, margin)
+        paid: list[dict[str, Any]] = []
+        records, problems = probe_task(ctx, task, threshold, margin, paid)
         if records:
             probes[task.task_id] = records
+        if paid:
+            exploits[task.task_id] = paid
         for problem in problems:
             found.task(task.task_id, problem)
-    found.details.update(probes=probes, threshold=threshold, margin=margin)
+    found.details.update(probes=probes, exploits=exploits, threshold=threshold, margin=margin)
 
 
 def run(env_dir: Path | str, env: Any = None, *, threshold: float = DEFAULT_THRESHOLD,

@@ -35,13 +35,13 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from synth.artifacts import PASSING_VERDICTS, GateResult, RepairRecord, ToolTest
+from synth.artifacts import PASSING_VERDICTS, GateResult, RepairRecord, ToolTest, VerifierCase
 from synth.config import Settings
 from synth.database import build_database, open_bytes, user_tables
 from synth.envfolder import EnvDraft, write_env
 from synth.errors import SynthError
 from synth.llm import BudgetExceeded, Gateway, ModelError
-from synth.replay import gold_problems
+from synth.replay import canonical, gold_problems
 from synth.stages.check_judge import CheckingAgent
 from synth.stages.check_repair import repair_tool, verifier_record
 from synth.stages.check_rewards import AgentBook, run_reward_agents
@@ -251,6 +251,7 @@ class CheckLoop:
             self._save()
             gates = await asyncio.to_thread(self.gates)
             found = self.findings(gates)
+            self._keep_probe_cases(gates)
             report.tests, report.pass_rate = len(self.tests), round(pass_rate(self.tests), 4)
             report.test_wrong = sum(t.verdict == "test_wrong" for t in self.tests)
             report.gates = {g.name: g.passed for g in gates}
@@ -333,6 +334,20 @@ class CheckLoop:
                 report.repairs.append(verifier_record(before, self.draft, task_id, task_problems[task_id],
                                                       outcome.diagnosis))
         report.errors += [f"gold {tid}: {clip(o.error, 300)}" for tid, o in gold.tasks.items() if o.error]
+
+    def _keep_probe_cases(self, gates: list[GateResult]) -> None:
+        """Every probe a verifier paid for stays in verifier_tests.jsonl as a case it must fail."""
+        known = {(c.get("task_id"), canonical([c.get("calls"), c.get("answer")])) for c in self.draft.verifier_tests}
+        paid = next((g.details.get("exploits", {}) for g in gates if g.name == "probes"), {})
+        for task_id, exploits in paid.items():
+            for e in exploits:
+                if (task_id, canonical([e["calls"], e["answer"]])) in known:
+                    continue
+                self.agents.numbers[task_id] = self.agents.numbers.get(task_id, 0) + 1
+                case = VerifierCase(case_id=f"{task_id}.probe.{self.agents.numbers[task_id]}", task_id=task_id,
+                                    source="probe", calls=e["calls"], answer=e["answer"], expect="fail",
+                                    note=f"the {e['probe']} probe", found_reward=e["reward"])
+                self.draft.verifier_tests = self.draft.verifier_tests + [case.model_dump(mode="json")]
 
     def _clarify(self, task_problems: dict[str, list[str]]) -> None:
         """Give the tasks the checking agent found ambiguous their clarified instructions."""
