@@ -25,7 +25,7 @@ import ast
 import random
 import re
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from synth.artifacts import Task, ToolCall, ToolTest

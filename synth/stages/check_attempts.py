@@ -13,12 +13,21 @@ from typing import Any
 
 from synth.artifacts import Reward, Task, ToolCall, VerifierCase
 from synth.errors import SynthError
+from synth.llm.budgets import pack, planned_tokens
 from synth.replay import canonical, preview, state_diff
 from synth.reward import compare_states, gold_final
 from synth.stages.check_judge import describe_diff
 from synth.stages.repair import clip
 
 RESULT_CHARS = 500  # a tool result as an agent or the judge sees it
+
+
+def task_batches(stage: str, tasks: list[Task], tokens_per_task: int, max_tokens: int) -> list[list[Task]]:
+    """Consecutive groups of tasks whose answers fit one request of `stage` at the model's cap."""
+    ids = [t.task_id for t in tasks]
+    by_id = {t.task_id: t for t in tasks}
+    return [[by_id[i] for i in group]
+            for group in pack(ids, {i: tokens_per_task for i in ids}, planned_tokens(stage, max_tokens))]
 
 
 def observation_text(observation: dict[str, Any], limit: int = RESULT_CHARS) -> str:

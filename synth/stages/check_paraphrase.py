@@ -18,11 +18,11 @@ from synth.agent import AgentContext
 from synth.artifacts import ParaphraseAnswer, Task
 from synth.envfolder import EnvDraft
 from synth.llm import Gateway
-from synth.llm.budgets import halves, pack, planned_tokens
+from synth.llm.budgets import halves
 from synth.llm.errors import OutputTruncated
 from synth.prompts import render_prompt
 from synth.replay import answer_text
-from synth.stages.check_attempts import Attempt, observation_text, play
+from synth.stages.check_attempts import Attempt, observation_text, play, task_batches
 
 STAGE = "paraphrase"
 COUNT = 10
@@ -37,10 +37,7 @@ class ParaphraseAgent:
         self.context = AgentContext.of_env(env.path)
 
     def batches(self, tasks: list[Task]) -> list[list[Task]]:
-        limit = planned_tokens(STAGE, self.gateway.settings.max_tokens)
-        ids = [t.task_id for t in tasks]
-        by_id = {t.task_id: t for t in tasks}
-        return [[by_id[i] for i in group] for group in pack(ids, {i: TOKENS_PER_TASK for i in ids}, limit)]
+        return task_batches(STAGE, tasks, TOKENS_PER_TASK, self.gateway.settings.max_tokens)
 
     async def check(self, tasks: list[Task]) -> list[Attempt]:
         """Every paraphrase of every task's expected answer, graded on the gold final state; a cut-off

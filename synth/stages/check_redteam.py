@@ -17,10 +17,10 @@ from typing import Any
 from synth.artifacts import RedTeamAnswer, Task, ToolCall
 from synth.envfolder import EnvDraft
 from synth.llm import Gateway
-from synth.llm.budgets import halves, pack, planned_tokens
+from synth.llm.budgets import halves
 from synth.llm.errors import OutputTruncated
 from synth.stages.calls import call_problems
-from synth.stages.check_attempts import Attempt, play
+from synth.stages.check_attempts import Attempt, play, task_batches
 from synth.stages.envcontext import EnvContext
 
 STAGE = "red_team"
@@ -40,10 +40,7 @@ class RedTeamAgent:
         self.tools = {t.name: t for t in draft.tools}
 
     def batches(self, tasks: list[Task]) -> list[list[Task]]:
-        limit = planned_tokens(STAGE, self.gateway.settings.max_tokens)
-        ids = [t.task_id for t in tasks]
-        by_id = {t.task_id: t for t in tasks}
-        return [[by_id[i] for i in group] for group in pack(ids, {i: TOKENS_PER_TASK for i in ids}, limit)]
+        return task_batches(STAGE, tasks, TOKENS_PER_TASK, self.gateway.settings.max_tokens)
 
     async def attack(self, tasks: list[Task]) -> list[Attempt]:
         """Every attempt at `tasks`, played and graded; a cut-off answer is asked again in halves."""

@@ -19,10 +19,9 @@ from synth.agent import AgentContext, context_lines
 from synth.artifacts import SolverTurn, Task, ToolCall
 from synth.envfolder import EnvDraft
 from synth.llm import Gateway
-from synth.llm.budgets import pack, planned_tokens
 from synth.prompts import render_prompt
 from synth.stages.calls import call_problems
-from synth.stages.check_attempts import Attempt, finish
+from synth.stages.check_attempts import Attempt, finish, task_batches
 from synth.stages.envcontext import tool_line
 
 STAGE = "solve"
@@ -38,10 +37,7 @@ class SolverAgent:
         self.tools = {t.name: t for t in draft.tools}
 
     def batches(self, tasks: list[Task]) -> list[list[Task]]:
-        limit = planned_tokens(STAGE, self.gateway.settings.max_tokens)
-        ids = [t.task_id for t in tasks]
-        by_id = {t.task_id: t for t in tasks}
-        return [[by_id[i] for i in group] for group in pack(ids, {i: TOKENS_PER_TASK for i in ids}, limit)]
+        return task_batches(STAGE, tasks, TOKENS_PER_TASK, self.gateway.settings.max_tokens)
 
     def messages(self, attempts: list[Attempt], turn: int) -> list[dict[str, str]]:
         return render_prompt(STAGE, title=self.context.title, scenario=self.context.scenario.strip(),
