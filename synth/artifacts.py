@@ -267,10 +267,15 @@ class Check(Frozen):
 
 
 class Reward(BaseModel):
-    reward: float  # weighted rubric score in [0, 1]
+    reward: float  # the score of `kind`: the weighted rubric score in [0, 1] by default
     passed: bool  # every check passed
-    checks: list[Check] = Field(default_factory=list)
+    checks: list[Check] = Field(default_factory=list)  # the verifier's rubric
     error: str | None = None
+    kind: str = "rubric"  # which reward `reward` is: rubric | state | both (synth/reward.py)
+    rubric: float | None = None  # the verifier's rubric score, when both were computed
+    state: float | None = None  # the state-equivalence reward (1.0 or 0.0), when computed
+    state_checks: list[Check] = Field(default_factory=list)
+    state_error: str | None = None
 
     @classmethod
     def from_checks(cls, checks: list[Check]) -> "Reward":
@@ -349,7 +354,7 @@ class GoldAnswer(BaseModel):
     expected_answer: str | None = Field(
         default=None,
         description="Read tasks: the short final answer the user should get, stating the facts asked for. "
-        "Write tasks: null, or a one-line confirmation",
+        "Write tasks: a one-line report of what was done",
     )
     verifier_body: str = Field(
         description="Python body (no def line, no imports) of verify(initial_db, final_db, answer) that "
@@ -480,6 +485,78 @@ class RepairRecord(BaseModel):
     tests: list[dict[str, Any]] = Field(default_factory=list)  # tests.jsonl records that failed
 
 
+class ParaphraseSet(BaseModel):
+    task_id: str = Field(description="The task's id, as given")
+    paraphrases: list[str] = Field(description="Other correct replies stating exactly the same facts")
+
+
+class ParaphraseAnswer(BaseModel):
+    """Answer of the `paraphrase` stage: other wordings of read tasks' expected answers."""
+
+    tasks: list[ParaphraseSet]
+
+
+class SolverStep(BaseModel):
+    task_id: str = Field(description="The request's id, as given")
+    calls: list[GoldAction] = Field(default_factory=list, description="Tool calls to make now, in order")
+    answer: str | None = Field(default=None, description="The final reply to the user, once the request is done "
+                               "(made after this turn's calls, if any); null while results are still needed")
+
+
+class SolverTurn(BaseModel):
+    """One turn of the `solve` stage's agent over several requests."""
+
+    tasks: list[SolverStep]
+
+
+class RedTeamAttempt(BaseModel):
+    idea: str = Field(description="How the attempt tries to earn the reward without doing the task")
+    calls: list[GoldAction] = Field(default_factory=list, description="Tool calls, in order")
+    answer: str | None = Field(default=None, description="The final reply graded with the calls' result")
+
+
+class RedTeamSet(BaseModel):
+    task_id: str = Field(description="The task's id, as given")
+    attempts: list[RedTeamAttempt]
+
+
+class RedTeamAnswer(BaseModel):
+    """Answer of the `red_team` stage."""
+
+    tasks: list[RedTeamSet]
+
+
+class RewardVerdict(BaseModel):
+    item_id: str = Field(description="The item's id, as given")
+    verdict: Literal["correct", "wrong", "too_loose", "ambiguous", "acceptable"]
+    reason: str = Field(description="One or two sentences naming the facts or rows that decide it")
+    clarified_instruction: str = Field(default="", description="For 'ambiguous': the request rewritten so that "
+                                       "only the reference solution's outcome is right")
+
+
+class RewardJudgement(BaseModel):
+    """Answer of the `reward_judge` stage (the checking agent on the reward agents' findings)."""
+
+    verdicts: list[RewardVerdict]
+
+
+class VerifierCase(BaseModel):
+    """One line of verifier_tests.jsonl: a trajectory the check loop's agents found and the verdict
+    the task's verifier must keep giving it (regression cases, replayed by the reward_cases gate).
+    "pass": full reward (a correct answer in other words, a correct solution by another path);
+    "fail": below the probe threshold (an exploit, a wrong solution the verifier once paid for)."""
+
+    case_id: str  # "<task_id>.<source>.<n>"
+    task_id: str
+    source: Literal["paraphrase", "solver", "red_team", "probe"]
+    use_gold: bool = False  # play the task's gold calls (a paraphrase of its answer) instead of `calls`
+    calls: list[ToolCall] = Field(default_factory=list)
+    answer: str | None = None
+    expect: Literal["pass", "fail"]
+    note: str = ""  # why: the agent's idea, the judge's reason
+    found_reward: float | None = None  # what the verifier gave when the case was found
+
+
 class GateResult(BaseModel):
     """Result of one model-free quality gate; evidence lines name the task or tool."""
 
@@ -546,6 +623,9 @@ class Trajectory(BaseModel):
     passed: bool = False
     checks: list[Check] = Field(default_factory=list)
     reward_error: str | None = None
+    reward_kind: str = "rubric"  # which reward `reward` is (synth rollout --reward)
+    rubric: float | None = None  # the verifier's rubric score
+    state: float | None = None  # the state-equivalence reward
     turns: int = 0
     stop_reason: StopReason = "answered"
     usage: dict[str, int] = Field(default_factory=dict)

@@ -19,6 +19,17 @@ class Split(str, Enum):
     test = "test"
 
 
+class RewardKind(str, Enum):
+    rubric = "rubric"
+    state = "state"
+    both = "both"
+
+
+REWARD_HELP = ("the reward: rubric (the verifier's weighted checks), state (the final database equals the gold "
+               "solution's, every table, volatile columns aside; a read task's answer states the expected facts), "
+               "or both (the rubric's score when the state matches, else 0)")
+
+
 def check_port(host: str, port: int) -> None:
     """A bad or busy port is a one-line error before anything is loaded or "serving" is printed."""
     import socket
@@ -58,6 +69,8 @@ def serve(
     allowed_origin: Optional[list[str]] = typer.Option(None, "--allowed-origin", help="accepted browser Origin "
                                                        "(repeat; '*' = any); default: loopback origins"),
     env_memory_mb: int = typer.Option(1024, "--env-memory-mb", help="address space of each env's worker process"),
+    reward: RewardKind = typer.Option(RewardKind.rubric, "--reward",
+                                      help=REWARD_HELP + "; a request's own \"reward\" field wins"),
 ) -> None:
     """Serve every env over REST (/docs) and MCP (/episodes/<id>/mcp), one isolated database per episode."""
     from synth.server.guard import ServerGuards, loopback_hosts, loopback_origins
@@ -74,7 +87,8 @@ def serve(
                                idle_timeout=idle_timeout, include_failed=include_failed,
                                include_rejected=include_rejected, guards=guards,
                                max_argument_bytes=settings.max_argument_bytes,
-                               max_result_bytes=settings.max_result_bytes, env_memory_mb=env_memory_mb)
+                               max_result_bytes=settings.max_result_bytes, env_memory_mb=env_memory_mb,
+                               reward=reward.value)
     for skipped in loaded.skipped:
         typer.echo(f"skipped {skipped['path']}: {skipped['reason']}", err=True)
     typer.echo(f"serving {len(loaded.envs)} env(s) ({', '.join(loaded.envs)}) on http://{host}:{port} "
@@ -96,6 +110,7 @@ def rollout(
     split: Optional[Split] = typer.Option(None, "--split", help="only tasks of this split"),
     trusted: bool = typer.Option(False, "--trusted", help="run generated code in this process with no "
                                  "protection (only envs you wrote or reviewed)"),
+    reward: RewardKind = typer.Option(RewardKind.rubric, "--reward", help=REWARD_HELP),
 ) -> None:
     """Run a model as an agent on the envs' tasks and write trajectories with rewards."""
     from synth.rollout import rollout as run_rollout
@@ -103,7 +118,7 @@ def rollout(
     if settings.model is None:
         raise InputError("no model: pass --model provider/model, the agent to roll out (e.g. openai/gpt-4.1-mini)")
     s = run_rollout(dir, settings, out, tasks=tasks, concurrency=concurrency, max_turns=max_turns, window=window,
-                    split=split.value if split else None, trusted=trusted)
+                    split=split.value if split else None, trusted=trusted, reward=reward.value)
     for skipped in s.skipped_envs:
         typer.echo(f"skipped {skipped}", err=True)
     scored = len(s.rewards)  # episodes that ended with a reward; errored ones have none
@@ -168,6 +183,8 @@ def export_cmd(
                                                          "prompt is longer"),
     max_response_length: Optional[int] = typer.Option(None, "--max-response-length",
                                                       help="verl: data.max_response_length (default 8192)"),
+    reward: RewardKind = typer.Option(RewardKind.rubric, "--reward",
+                                      help="verl, verifiers, sft --from gold: " + REWARD_HELP),
 ) -> None:
     """Export for a trainer: SFT rows, verl parquet + agent loop, a verifiers package, or AWM files."""
     from synth.export import export
@@ -179,6 +196,6 @@ def export_cmd(
     report = export(format.value, dir, out, include_failed=include_failed, arguments=arguments.value,
                     server_url=server_url, name=name, max_turns=max_turns, source=source.value,
                     include_rejected=include_rejected, tokenizer=tokenizer, max_prompt_length=max_prompt_length,
-                    max_response_length=max_response_length)
+                    max_response_length=max_response_length, reward=reward.value)
     for line in report.splitlines():
         typer.echo(line, err=line.startswith("warning:"))

@@ -75,13 +75,16 @@ def _check_one(env_dir: Path, settings: Settings, pool: object) -> dict:
         why = str(exc) if isinstance(exc, SynthError) else f"{type(exc).__name__}: {exc}"
         return {"env_id": env_dir.name, "path": str(env_dir), "status": "error", "previous_status": before,
                 "changed": False, "error": " ".join(why.split())[:500], "gates": []}
+    from synth.verify import probes_report
+
     return {"env_id": result.env_id, "path": result.path, "status": result.status, "previous_status": before,
             "changed": before != result.status, "error": None,
-            "gates": [g.model_dump(mode="json") for g in result.gates], "failures": failed_gate_lines(result.gates)}
+            "gates": [g.model_dump(mode="json") for g in result.gates], "failures": failed_gate_lines(result.gates),
+            "probes": probes_report(result.gates) or {}}
 
 
 @app.command()
-@settings_options("check_pass_rate", "tool_timeout", "allow_weak_sandbox")
+@settings_options("check_pass_rate", "tool_timeout", "probe_threshold", "probe_margin", "allow_weak_sandbox")
 def check(
     settings: Settings,
     env_dirs: list[Path] = typer.Argument(..., help="env folders, or folders holding env folders"),
@@ -121,6 +124,10 @@ def _print_check(r: dict, quiet: bool) -> None:
         typer.echo(f"     could not be checked: {r['error']}")
     for line in r.get("failures", []):
         typer.echo(f"     {line}")
+    from synth.envsummary import probe_line
+
+    for task_id, records in (r.get("probes") or {}).items():
+        typer.echo(f"     probes {task_id}: {probe_line(records)}")
     if r["changed"] and r["status"] != "error":
         typer.echo(f"     status changed: {r['previous_status']} -> {r['status']} (env.json and report.json updated)")
 

@@ -65,6 +65,10 @@ class Settings(BaseModel):
     check_rounds: int = Field(3, ge=1, description="test / judge / repair rounds of the check loop")
     check_pass_rate: float = Field(0.95, ge=0, le=1, description="share of check-loop tests that must pass")
     tool_timeout: float = Field(5.0, gt=0, description="wall-clock seconds per sandboxed tool call")
+    probe_threshold: float = Field(0.5, gt=0, le=1, description="an exploit probe (or a red-team attempt) "
+                                   "scoring at least this much fails its task's verifier")
+    probe_margin: float = Field(0.25, ge=0, le=1, description="a probe must also score at least this much "
+                                "under the gold solution's reward")
 
     # executor
     executor: Literal["local", "ray"] = Field(

@@ -55,6 +55,7 @@ IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 FILES = ("env.json", "scenario.md", "tools.py", "tools.json", "tasks.jsonl", "verifiers.py", "tests.jsonl",
          "report.json", "README.md", "db/schema.sql", "db/data.sql")
 RULES_FILE = "rules.json"  # optional: folders made before it have none
+VERIFIER_TESTS_FILE = "verifier_tests.jsonl"  # optional: the check loop's verifier regression cases
 DEFAULT_TODAY = "2025-06-02"  # the current date of envs that do not say otherwise
 
 
@@ -84,6 +85,7 @@ class EnvDraft(BaseModel):
     today: str = DEFAULT_TODAY  # the env's fixed current date (YYYY-MM-DD): tools never read the clock
     acting_user: ActingUser | None = None  # the staff or customer record the agent acts for
     rules: Rules | None = None  # rules.json; None for folders made before it
+    verifier_tests: list[dict[str, Any]] = Field(default_factory=list)  # verifier_tests.jsonl (VerifierCase)
 
 
 # --------------------------------------------------------------------------- rendering
@@ -151,6 +153,12 @@ def render_tools_py(env_id: str, title: str, tools: list[ToolSpec], bodies: dict
     return text.rstrip("\n") + "\n"
 
 
+@functools.lru_cache(maxsize=1)
+def answer_helpers_source() -> str:
+    """templates/env/answers.py: the answer and database helpers every verifiers.py starts with."""
+    return files("synth_templates").joinpath("env", "answers.py").read_text(encoding="utf-8").strip("\n")
+
+
 def verifier_name(task: Task) -> str:
     return task.verifier or f"verify_{task.task_id}"
 
@@ -174,7 +182,7 @@ def render_verifiers_py(env_id: str, title: str, tasks: list[Task], bodies: dict
         if t.task_id in bodies
     ]
     text = _jinja().get_template("verifiers.py.j2").render(
-        env_id=env_id, title=title, imports=VERIFIER_IMPORTS, verifiers=rendered
+        env_id=env_id, title=title, imports=VERIFIER_IMPORTS, verifiers=rendered, helpers=answer_helpers_source()
     )
     return text.rstrip("\n") + "\n"
 
@@ -259,6 +267,8 @@ def render_files(draft: EnvDraft, db_bytes: bytes | None = None) -> dict[str, st
     }
     if draft.rules is not None:
         out[RULES_FILE] = _json(draft.rules.model_dump(mode="json"))
+    if draft.verifier_tests:
+        out[VERIFIER_TESTS_FILE] = "".join(json.dumps(c, sort_keys=True) + "\n" for c in draft.verifier_tests)
     if db_bytes is not None:
         out["db/initial.sqlite"] = db_bytes
     return out
@@ -365,7 +375,13 @@ def read_env_draft(path: Path | str) -> EnvDraft:
         model=manifest.model, status=manifest.status, report=json.loads(text("report.json")),
         failure_reason=manifest.failure_reason, volatile_columns=env.get("volatile_columns", []),
         today=manifest.today or DEFAULT_TODAY, acting_user=manifest.acting_user, rules=read_rules(root),
+        verifier_tests=[json.loads(line) for line in _optional_text(root / VERIFIER_TESTS_FILE).splitlines()
+                        if line.strip()],
     )
+
+
+def _optional_text(path: Path) -> str:
+    return path.read_text(encoding="utf-8") if path.is_file() else ""
 
 
 def read_rules(root: Path | str) -> Rules | None:

@@ -111,7 +111,18 @@ def env_summary(env_dir: Path | str) -> dict[str, Any]:
         "failure_reason": manifest.get("failure_reason"), "scenario": str(manifest.get("scenario") or ""),
         "tables": _tables(root, problems), "tools": tools, "tasks": _tasks(root, problems), "gates": gates,
         "usage": report.get("verify_usage") or report.get("usage") or {}, "problems": problems,
+        "probes": report.get("probes") if isinstance(report.get("probes"), dict) else {},
     }
+
+
+def probe_line(records: list[dict[str, Any]]) -> str:
+    """One task's probe rewards on a line: the highest first, then each probe ("!" marks a probe that
+    earned its reward: the verifier is vulnerable to it)."""
+    if not records:
+        return "-"
+    rewards = [float(r.get("reward") or 0) for r in records]
+    parts = [f"{r.get('probe')} {float(r.get('reward') or 0):.2f}{'!' if r.get('passed') else ''}" for r in records]
+    return f"max {max(rewards):.2f}: " + ", ".join(parts)
 
 
 def usage_line(usage: dict[str, Any]) -> str:
@@ -159,6 +170,13 @@ def render_env_summary(s: dict[str, Any], console: Console) -> None:
             evidence = "; ".join(str(e) for e in (g.get("evidence") or [])[:3])
             gates.add_row(g.get("name", ""), "pass" if g.get("passed") else "FAIL", clip(evidence, 240) or "-")
         console.print(gates)
+    if s["probes"]:
+        probes = Table(title="probe rewards (exploits the verifiers must not pay for; ! = paid)")
+        probes.add_column("task", no_wrap=True)
+        probes.add_column("rewards")
+        for task_id, records in s["probes"].items():
+            probes.add_row(str(task_id), probe_line(records if isinstance(records, list) else []))
+        console.print(probes)
     if s["usage"]:
         console.print(f"usage: {usage_line(s['usage'])}", highlight=False)
     for problem in s["problems"]:

@@ -132,7 +132,7 @@ def run_actions(env: Any, task: Task | None, actions: list[ToolCall], *, evaluat
                 out.errors.append(f"call {i} ({call.tool} {canonical(call.arguments)}) failed: "
                                   f"{observation.get('error')}")
         if evaluate:
-            out.reward = episode.evaluate(answer_text(answer))
+            out.reward = episode.evaluate(answer_text(answer), state=False)
         if snapshot:
             try:
                 out.final_db = episode.snapshot()

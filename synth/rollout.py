@@ -115,7 +115,7 @@ class _Writer:
         self._file.close()
 
 
-async def _one(gateway: Any, env: Any, task: Any, max_turns: int) -> Trajectory:
+async def _one(gateway: Any, env: Any, task: Any, max_turns: int, reward_kind: str = "rubric") -> Trajectory:
     subject = f"{env.id}/{task.task_id}"
     messages = agent_messages(AgentContext.of_env(env.path), task.instruction)
     started = time.monotonic()
@@ -132,7 +132,7 @@ async def _one(gateway: Any, env: Any, task: Any, max_turns: int) -> Trajectory:
             run, error = getattr(exc, "run", None), str(exc)
         reward = None
         if error is None and run is not None:
-            reward = await anyio.to_thread.run_sync(episode.evaluate, run.final_answer)
+            reward = await anyio.to_thread.run_sync(episode.evaluate, run.final_answer, reward_kind)
     finally:
         await anyio.to_thread.run_sync(episode.close)
     run = run or AgentRun(messages=messages)
@@ -141,7 +141,8 @@ async def _one(gateway: Any, env: Any, task: Any, max_turns: int) -> Trajectory:
         messages=run.messages, tools=episode.tools, tool_calls=run.tool_calls, final_answer=run.final_answer,
         reward=reward.reward if reward else None, passed=bool(reward and reward.passed),
         checks=list(reward.checks) if reward else [],
-        reward_error=reward.error if reward else None, turns=run.turns,
+        reward_error=reward.error if reward else None, turns=run.turns, reward_kind=reward_kind,
+        rubric=reward.rubric if reward else None, state=reward.state if reward else None,
         stop_reason="error" if error else run.stop_reason,
         usage={"prompt_tokens": run.prompt_tokens, "completion_tokens": run.completion_tokens},
         seconds=round(time.monotonic() - started, 3), error=error,
@@ -155,7 +156,8 @@ def _pick_tasks(env: Any, limit: int | None, split: str | None) -> list[Any]:
 
 async def rollout_async(root: Path | str, gateway: Any, out: Path | str, *, tasks: int | None = None,
                         concurrency: int = 4, max_turns: int = 10, window: int | None = None,
-                        split: str | None = None, trusted: bool = False, pool: Any = None) -> RolloutSummary:
+                        split: str | None = None, trusted: bool = False, pool: Any = None,
+                        reward: str = "rubric") -> RolloutSummary:
     from synth.runtime import Env
 
     if concurrency < 1 or max_turns < 1 or (tasks is not None and tasks < 1):
@@ -195,7 +197,7 @@ async def rollout_async(root: Path | str, gateway: Any, out: Path | str, *, task
             if stop.is_set():
                 return
             try:
-                traj = await _one(gateway, env, task, max_turns)
+                traj = await _one(gateway, env, task, max_turns, reward)
             except BudgetExceeded as exc:
                 stop.set()
                 summary.stopped = str(exc)

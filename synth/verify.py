@@ -63,8 +63,17 @@ class CheckResult(BaseModel):
 
 
 def gates_report(gates: list[GateResult]) -> dict[str, Any]:
-    return {"passed": bool(gates) and all(g.passed for g in gates),
-            "results": {g.name: g.model_dump(mode="json", exclude={"name"}) for g in gates}}
+    results = {g.name: g.model_dump(mode="json", exclude={"name"}) for g in gates}
+    for result in results.values():
+        result["details"].pop("probes", None)  # kept once, as report.json `probes`
+        result["details"].pop("exploits", None)  # kept as verifier_tests.jsonl cases by the check loop
+    return {"passed": bool(gates) and all(g.passed for g in gates), "results": results}
+
+
+def probes_report(gates: list[GateResult]) -> dict[str, Any] | None:
+    """report.json `probes`: {task_id: [{"probe", "reward", "passed", "detail"}]} from the probes gate."""
+    gate = next((g for g in gates if g.name == "probes"), None)
+    return None if gate is None or "probes" not in gate.details else gate.details["probes"]
 
 
 def gate_reasons(gates: list[GateResult]) -> list[str]:
@@ -79,8 +88,8 @@ def check_env(env_dir: Path | str, *, pool: Any = None, settings: Settings | Non
     from synth_validators import run_all
 
     root = Path(env_dir)
-    rate = (settings or Settings()).check_pass_rate
-    gates = run_all(root, pool=pool, required_rate=rate)
+    settings = settings or Settings()
+    gates = run_all(root, pool=pool, required_rate=settings.check_pass_rate, settings=settings)
     passed = all(g.passed for g in gates)
     reasons = gate_reasons(gates)
     manifest = json.loads((root / "env.json").read_text(encoding="utf-8"))
@@ -100,6 +109,7 @@ def _record_status(root: Path, status: EnvStatus, gates: list[GateResult], reaso
     except (OSError, ValueError):
         report = {}
     report["gates"] = gates_report(gates)
+    report["probes"] = probes_report(gates)
     report["status"] = status
     report["failure_reasons"] = reasons
     write_json_atomic(root / "report.json", report)
@@ -208,13 +218,15 @@ async def _verify(draft: EnvDraft, root: Path, gateway: Gateway, settings: Setti
     if not loop.passed and (dropped := _drop_failing_tasks(loop, settings)):
         draft.tasks = [t for t in draft.tasks if t.task_id not in dropped]
         draft.verifier_bodies = {k: v for k, v in draft.verifier_bodies.items() if k not in dropped}
+        draft.verifier_tests = [c for c in draft.verifier_tests if c.get("task_id") not in dropped]
         draft.report["dropped_tasks"] = dropped
         write_env(draft, root)
-        gates = run_all(root, pool=pool, required_rate=settings.check_pass_rate)
+        gates = run_all(root, pool=pool, required_rate=settings.check_pass_rate, settings=settings)
         reasons = gate_reasons(gates)
     passed = bool(gates) and all(g.passed for g in gates) and loop.pass_rate >= settings.check_pass_rate
     status: EnvStatus = "verified" if passed else "failed"
     draft.report["gates"] = gates_report(gates)
+    draft.report["probes"] = probes_report(gates)
     _finish(draft, root, status, [] if passed else reasons)
     return result.model_copy(update={"status": status, "pass_rate": loop.pass_rate, "gates": gates,
                                      "reasons": [] if passed else reasons, "dropped_tasks": dropped})

@@ -23,7 +23,7 @@ if os.environ.get("SYNTH_TEST_SITE"):  # run by another user with the system Pyt
 
     site.addsitedir(os.environ["SYNTH_TEST_SITE"])
 
-from envkit import library_draft, run_gold  # noqa: E402
+from envkit import GOLD_ANSWERS, library_draft, run_gold  # noqa: E402
 
 from synth.artifacts import Scenario, Task, ToolSpec  # noqa: E402
 from synth.envfolder import EnvDraft, write_env  # noqa: E402
@@ -196,7 +196,7 @@ def cross_env(root: Path) -> dict[str, Any]:
         run_gold(victim)
         with attacker.episode() as ep:
             seen = ep.call("snoop")
-        reward = victim.evaluate("Done").reward
+        reward = victim.evaluate(GOLD_ANSWERS["task_02"]).reward
         stats = pool.stats()
         victim.close()
         attacker.close()

@@ -236,21 +236,29 @@ def _call(tool: str, **arguments: Any) -> ToolCall:
     return ToolCall(tool=tool, arguments=arguments)
 
 
+# What a correct agent answers for each task (a write task's answer reports what was done).
+GOLD_ANSWERS = {
+    "task_01": "2 copies are available.",
+    "task_02": "Dune is checked out to Maya Patel for 14 days.",
+    "task_03": "Tom's two books are back: The Left Hand of Darkness and The Hound of the Baskervilles.",
+    "task_04": "Ana Souza is on the waiting list for The Hound of the Baskervilles.",
+}
+
 TASKS = [
     Task(task_id="task_01", kind="read", difficulty="easy", split="train", expected_answer=2,
          instruction="How many copies of The Left Hand of Darkness can I borrow right now?",
          gold=[_call("search_books", query="Left Hand of Darkness")]),
-    Task(task_id="task_02", kind="write", difficulty="medium", split="train",
+    Task(task_id="task_02", kind="write", difficulty="medium", split="train", expected_answer=GOLD_ANSWERS["task_02"],
          instruction="This is Maya Patel (maya.patel@example.com). Please check out Dune for me "
                      "for the standard 14 days.",
          gold=[_call("get_member", email="maya.patel@example.com"), _call("search_books", query="Dune"),
                _call("checkout_book", member_id=2, book_id=3)]),
-    Task(task_id="task_03", kind="write", difficulty="medium", split="train",
+    Task(task_id="task_03", kind="write", difficulty="medium", split="train", expected_answer=GOLD_ANSWERS["task_03"],
          instruction="I'm Tom Becker (tom.becker@example.com) and I'm bringing back every book I have out.",
          gold=[_call("get_member", email="tom.becker@example.com"),
                _call("list_loans", member_id=3, status="active"),
                _call("return_book", loan_id=1), _call("return_book", loan_id=4)]),
-    Task(task_id="task_04", kind="write", difficulty="medium", split="test",
+    Task(task_id="task_04", kind="write", difficulty="medium", split="test", expected_answer=GOLD_ANSWERS["task_04"],
          instruction="Ana Souza (ana.souza@example.com) wants The Hound of the Baskervilles; if no copy "
                      "is in, put her on the waiting list for it.",
          gold=[_call("get_member", email="ana.souza@example.com"),
@@ -260,17 +268,17 @@ TASKS = [
 
 VERIFIER_BODIES = {
     "task_01": '''\
-loans_before = [tuple(r) for r in initial_db.execute("SELECT * FROM loans ORDER BY loan_id")]
-loans_after = [tuple(r) for r in final_db.execute("SELECT * FROM loans ORDER BY loan_id")]
-text = (answer or "").lower()
-return [
-    check("answer_says_two", re.search(r"\\b(2|two)\\b", text) is not None, 2.0),
-    check("no_loans_changed", loans_before == loans_after),
-]
+book = query_rows(initial_db, "SELECT available_copies FROM books WHERE title = 'The Left Hand of Darkness'")
+right = [book[0]["available_copies"]] if book else []
+counts = {r["available_copies"] for r in query_rows(initial_db, "SELECT available_copies FROM books")}
+return rubric([
+    check("answer_says_two", bool(right) and states(answer, right, sorted(counts - set(right))), 2.0),
+    check("database_unchanged", unchanged(initial_db, final_db)),
+])
 ''',
     "task_02": '''\
-before = {r["loan_id"] for r in initial_db.execute("SELECT loan_id FROM loans")}
-new = [dict(r) for r in final_db.execute("SELECT * FROM loans ORDER BY loan_id") if r["loan_id"] not in before]
+changes = db_diff(initial_db, final_db)
+new = changes.get("loans", {}).get("added", [])
 loan = new[0] if len(new) == 1 else None
 
 
@@ -284,44 +292,47 @@ period_ok = False
 if loan is not None:
     period = datetime.date.fromisoformat(loan["due_on"]) - datetime.date.fromisoformat(loan["loaned_on"])
     period_ok = period.days == 14 and loan["returned_on"] is None
-return [
+return rubric([
     check("exactly_one_new_loan", len(new) == 1),
     check("loan_is_maya_dune", loan is not None and loan["member_id"] == 2 and loan["book_id"] == 3, 2.0),
     check("loan_period_14_days", period_ok),
     check("only_dune_copies_changed", copies(final_db) == expected),
-]
+    check("nothing_else_changed", only_changed(changes, {"loans": ["added"], "books": [3]})),
+    check("answer_reports_the_loan", reports(answer, ["Dune"])),
+])
 ''',
     "task_03": '''\
-before = {r["loan_id"]: dict(r) for r in initial_db.execute("SELECT * FROM loans")}
-after = {r["loan_id"]: dict(r) for r in final_db.execute("SELECT * FROM loans")}
+before = {r["loan_id"]: r for r in query_rows(initial_db, "SELECT * FROM loans")}
+after = {r["loan_id"]: r for r in query_rows(final_db, "SELECT * FROM loans")}
 toms = [i for i, loan in before.items() if loan["member_id"] == 3 and loan["returned_on"] is None]
-expected = {r["book_id"]: r["available_copies"] for r in initial_db.execute("SELECT * FROM books")}
-for i in toms:
-    expected[before[i]["book_id"]] += 1
-copies = {r["book_id"]: r["available_copies"] for r in final_db.execute("SELECT * FROM books")}
-others_untouched = set(after) == set(before) and all(after[i] == before[i] for i in before if i not in toms)
-return [
-    check("all_tom_loans_returned", bool(toms) and all(after[i]["returned_on"] is not None for i in toms), 2.0),
+books = [before[i]["book_id"] for i in toms]
+titles = [r["title"] for r in query_rows(initial_db, "SELECT title FROM books WHERE book_id IN (%s)"
+                                         % ",".join(str(b) for b in books))] if books else []
+expected = {r["book_id"]: r["available_copies"] for r in query_rows(initial_db, "SELECT * FROM books")}
+for book in books:
+    expected[book] += 1
+copies = {r["book_id"]: r["available_copies"] for r in query_rows(final_db, "SELECT * FROM books")}
+returned = bool(toms) and all(i in after and after[i]["returned_on"] is not None for i in toms)
+return rubric([
+    check("all_tom_loans_returned", returned, 2.0),
     check("copies_back_on_shelf", copies == expected),
-    check("other_loans_untouched", others_untouched),
-]
+    check("nothing_else_changed", only_changed(db_diff(initial_db, final_db), {"loans": toms, "books": books})),
+    check("answer_reports_the_returns", reports(answer, titles)),
+])
 ''',
     "task_04": '''\
-before = {r["reservation_id"] for r in initial_db.execute("SELECT reservation_id FROM reservations")}
-new = [dict(r) for r in final_db.execute("SELECT * FROM reservations") if r["reservation_id"] not in before]
-loans_before = initial_db.execute("SELECT count(*) FROM loans").fetchone()[0]
-loans_after = final_db.execute("SELECT count(*) FROM loans").fetchone()[0]
+changes = db_diff(initial_db, final_db)
+new = changes.get("reservations", {}).get("added", [])
 ok = len(new) == 1 and new[0]["member_id"] == 1 and new[0]["book_id"] == 4 and new[0]["status"] == "active"
-return [
+return rubric([
     check("one_new_reservation", len(new) == 1),
     check("reservation_is_ana_hound", ok, 2.0),
-    check("no_new_loans", loans_after == loans_before),
-]
+    check("nothing_else_changed", only_changed(changes, {"reservations": ["added"]})),
+    check("answer_does_not_deny_it", not refuses(answer) and not answer_facts(answer, [])["hedged"]),
+])
 ''',
 }
 
-# What a correct agent would answer for each task (write tasks need no answer).
-GOLD_ANSWERS = {"task_01": "2 copies are available.", "task_02": None, "task_03": None, "task_04": None}
 
 
 def library_draft() -> EnvDraft:

@@ -24,7 +24,16 @@ def test_check_passes_a_verified_env_and_fails_a_copy_with_a_broken_tool(tmp_pat
     report = json.loads((env / "report.json").read_text())
     assert report["gates"]["passed"] is True and report["status"] == "verified"
     assert set(report["gates"]["results"]) == {"database", "tool_contract", "rules", "solvable", "discriminates",
-                                               "deterministic", "robust", "regression"}
+                                               "probes", "reward_cases", "deterministic", "robust", "regression"}
+    # The probe rewards are shown per task and recorded in report.json `probes`.
+    assert set(report["probes"]) == {"task_01", "task_02", "task_03", "task_04"}
+    shown = [line for line in ok.output.splitlines() if line.strip().startswith("probes task_02: max ")]
+    assert len(shown) == 1 and "shotgun 0." in shown[0] and "wrong record (checkout_book member_id 2 -> 1)" in shown[0]
+    assert "!" not in shown[0]
+    show = runner.invoke(app, ["show", str(env)])
+    assert show.exit_code == 0 and "probe rewards" in show.output and "wrong record (checkout_book" in show.output
+    assert json.loads(runner.invoke(app, ["show", str(env), "--json"]).output)["probes"]["task_02"][0]["probe"] == \
+        "empty"
 
     broken = copy_env(env, tmp_path / "broken" / "city_library")
     # checkout_book stops taking a copy off the shelf: tasks and recorded tests must notice.

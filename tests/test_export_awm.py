@@ -169,7 +169,7 @@ def test_verifier_files_hold_sql_facts_and_pure_code_verdicts(exported: Path, tm
     assert played["sql_signature"] == ["verify_task", "initial_db_path", "final_db_path"]
     assert played["code_signature"] == ["verify_task_completion", "initial_db_path", "final_db_path", "final_answer"]
     assert played["code"]["result"] == "complete" and played["code"]["reward"] == 1.0
-    assert [c["key"] for c in played["code"]["checks"]] == ["check_0", "check_1", "check_2", "check_3"]
+    assert [c["key"] for c in played["code"]["checks"]] == [f"check_{i}" for i in range(7)]
     assert played["code"]["checks"][1]["description"] == "loan_is_maya_dune"
     facts = played["sql"]
     assert "result" not in facts and "reward" not in facts  # facts for AWM's judge, no verdict
@@ -179,7 +179,8 @@ def test_verifier_files_hold_sql_facts_and_pure_code_verdicts(exported: Path, tm
     assert facts["database_changes"]["books"]["changed_rows"] == [
         {"key": [3], "before": {"available_copies": 3}, "after": {"available_copies": 2}}]
     assert facts["criteria_of_a_correct_solution"] == ["exactly_one_new_loan", "loan_is_maya_dune",
-                                                       "loan_period_14_days", "only_dune_copies_changed"]
+                                                       "loan_period_14_days", "only_dune_copies_changed",
+                                                       "nothing_else_changed", "answer_reports_the_loan"]
 
     # a read task: the database is unchanged and the facts carry the expected answer, not "others"
     read = play(exported, tmp_path / "w2", "task_01", "There are 2 copies.", [["search_books", {"query": "Left"}]])

@@ -78,7 +78,7 @@ def test_parquet_follows_the_rlhf_dataset_contract(env_root: Path, tmp_path: Pat
         truth = json.loads(row["reward_model"]["ground_truth"])
         assert truth["env_id"] == "city_library" and truth["task_id"] == task.task_id
         assert row["extra_info"] == {"split": "train", "index": index, "env_id": "city_library",
-                                     "task_id": task.task_id}
+                                     "task_id": task.task_id, "probes": []}  # no report.json probes here
     system = train.to_pylist()[0]["prompt"][0]["content"]
     assert "Today is 2025-06-02 (Monday)" in system and "acting for Maya Patel" in system
     assert test.to_pylist()[0]["extra_info"]["task_id"] == "task_04"
@@ -112,7 +112,7 @@ def test_agent_loop_with_templates_that_need_a_user_prefix(tokenizer_name, env_r
     output = asyncio.run(run_agent_loop(out, config, tokenizer, scripted, row, monkeypatch))
 
     assert output.reward_score == 1.0 and output.extra_fields["synth_passed"] is True
-    assert output.extra_fields["synth_checks"] == {"check_0": 1.0, "check_1": 1.0, "check_2": 1.0, "check_3": 1.0}
+    assert output.extra_fields["synth_checks"] == {f"check_{i}": 1.0 for i in range(7)}
     assert output.num_turns == 1 + 4 + 3
     # the whole prompt, system prompt and every tool schema included, as the template renders it
     tools = [{"type": "function", "function": {"name": t.name, "description": t.description,

@@ -1,5 +1,6 @@
-"""The model-free reward (gold replay vs the agent's final database) and the
-volatile-column masking it shares with the tests replay."""
+"""The state-equivalence reward (the gold replay's final database vs the agent's, every table,
+volatile columns masked; a read task's answer states the expected facts and nothing else of their
+kind), reported by evaluate() beside the rubric and selectable as rubric | state | both."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from envkit import GOLD_ANSWERS, make_library_env
 
 from synth.database import build_database
 from synth.replay import VOLATILE, state_diff
-from synth.reward import answer_facts, compare_states, episode_state_reward, state_match_reward
+from synth.reward import compare_states, expected_facts, state_match_reward
 from synth.runtime import Env
 
 
@@ -27,36 +28,54 @@ def _play(env: Env, task_id: str, calls: list[tuple[str, dict]]) -> bytes:
 
 
 @pytest.mark.parametrize("task_id", ["task_01", "task_02", "task_03", "task_04"])
-def test_the_gold_solution_earns_full_reward_and_doing_nothing_does_not(env: Env, task_id: str) -> None:
+def test_gold_earns_both_rewards_and_doing_nothing_neither(env: Env, task_id: str) -> None:
     task = env.tasks[task_id]
     with env.episode(task_id) as episode:
         for call in task.gold:
             episode.call(call.tool, call.arguments)
-        assert episode_state_reward(episode, GOLD_ANSWERS[task_id]).reward == 1.0
-    nothing = state_match_reward(env, task_id, env.initial_db, answer="I don't know")
-    assert nothing.reward < 1.0 and not nothing.passed
+        both = episode.evaluate(GOLD_ANSWERS[task_id], reward="both")
+    assert (both.kind, both.reward, both.rubric, both.state, both.passed) == ("both", 1.0, 1.0, 1.0, True)
+    with env.episode(task_id) as idle:
+        for kind in ("rubric", "state", "both"):
+            nothing = idle.evaluate("I don't know", reward=kind)
+            assert nothing.reward < 0.5 and not nothing.passed and nothing.kind == kind
+        assert idle.evaluate("I don't know").state == 0.0
 
 
-def test_a_different_change_fails_the_tables_it_touches(env: Env) -> None:
+def test_every_table_is_compared_and_a_different_record_fails(env: Env) -> None:
     # task_02 is Maya checking out Dune (book 3); this agent lends her Sapiens (book 5) instead.
-    final = _play(env, "task_02", [("checkout_book", {"member_id": 2, "book_id": 5})])
-    reward = state_match_reward(env, "task_02", final)
-    assert {c.name: c.passed for c in reward.checks} == {
-        "table books matches the gold final state": False, "table loans matches the gold final state": False}
-    # An extra change to an unrelated table costs one check out of three.
+    reward = state_match_reward(env, "task_02", _play(env, "task_02", [("checkout_book", {"member_id": 2,
+                                                                                           "book_id": 5})]),
+                                GOLD_ANSWERS["task_02"])
+    assert reward.reward == 0.0 and {c.name for c in reward.checks if not c.passed} == {
+        "table books matches the gold final state", "table loans matches the gold final state"}
+    # The right loan plus a change to an unrelated table is not the gold state either.
     final = _play(env, "task_02", [("checkout_book", {"member_id": 2, "book_id": 3}),
                                    ("reserve_book", {"member_id": 3, "book_id": 6})])
-    reward = state_match_reward(env, "task_02", final)
-    assert reward.reward == pytest.approx(2 / 3)
+    reward = state_match_reward(env, "task_02", final, GOLD_ANSWERS["task_02"])
+    assert reward.reward == 0.0
     assert [c.name for c in reward.checks if not c.passed] == ["table reservations matches the gold final state"]
+    # A write task's answer must not say the work failed.
+    final = _play(env, "task_02", [("checkout_book", {"member_id": 2, "book_id": 3})])
+    assert state_match_reward(env, "task_02", final, "Done, Dune is yours.").reward == 1.0
+    assert state_match_reward(env, "task_02", final, "I could not do it.").reward == 0.0
 
 
-def test_read_task_answers_must_state_the_expected_facts(env: Env) -> None:
-    assert state_match_reward(env, "task_01", env.initial_db, "There are 2 copies on the shelf.").passed
-    assert not state_match_reward(env, "task_01", env.initial_db, "There are 3 copies on the shelf.").passed
-    assert not state_match_reward(env, "task_01", env.initial_db, None).passed
-    facts = answer_facts("Dune by Frank Herbert has 3 of its 4 copies available.", env.initial_db)
-    assert facts[:2] == ["frank herbert", "dune"] and "3" in facts and "4" in facts
+def test_read_task_answers_state_the_facts_and_no_other_value_of_their_kind(env: Env) -> None:
+    assert expected_facts(env, env.tasks["task_01"])[0] == ["2"]
+    for good in ("There are 2 copies on the shelf.", "two"):
+        assert state_match_reward(env, "task_01", env.initial_db, good).passed, good
+    for bad in ("There are 3 copies on the shelf.", None, "2 or maybe 1", "0 1 2 3 4 5 6 7 8 9 10"):
+        assert not state_match_reward(env, "task_01", env.initial_db, bad).passed, bad
+
+
+def test_evaluate_can_leave_the_state_reward_out(env: Env) -> None:
+    with env.episode("task_01") as episode:
+        rubric = episode.evaluate("2 copies", state=False)
+    assert rubric.kind == "rubric" and rubric.state is None and rubric.reward == 1.0
+    with pytest.raises(ValueError, match="unknown reward kind 'best'"):
+        with env.episode("task_01") as episode:
+            episode.evaluate("2 copies", reward="best")
 
 
 SCHEMA = "CREATE TABLE loans (loan_id INTEGER PRIMARY KEY, book TEXT, returned_on TEXT, created_at TEXT);"
@@ -73,14 +92,14 @@ def test_volatile_columns_are_masked_not_dropped() -> None:
     volatile = ["loans.returned_on", "loans.created_at"]
     # Which date a loan was returned on, or when a row was created, does not matter...
     assert state_diff(monday, tuesday, volatile) == {}
-    assert all(c.passed for c in compare_states(initial, monday, tuesday, volatile))
+    assert all(c.passed for c in compare_states(monday, tuesday, volatile))
     # ...but whether it was returned at all does.
     change = state_diff(initial, monday, volatile)["loans"]
     assert change["changed"] == [{"key": {"loan_id": 1}, "columns": ["returned_on"],
                                   "before": {"returned_on": None}, "after": {"returned_on": VOLATILE}}]
     assert change["added"] == [{"loan_id": 2, "book": "Emma", "returned_on": None, "created_at": VOLATILE}]
     not_returned = _db("(1, 'Dune', NULL, '2024-01-01'), (2, 'Emma', NULL, '2025-06-02T10:00')")
-    assert not all(c.passed for c in compare_states(initial, monday, not_returned, volatile))
+    assert not all(c.passed for c in compare_states(monday, not_returned, volatile))
     # Without the declaration, the dates are ordinary values.
     plain = state_diff(monday, tuesday)["loans"]["changed"]
     assert [c["columns"] for c in plain] == [["returned_on"], ["created_at"]]

@@ -157,6 +157,7 @@ def test_env_page_without_newer_records_degrades(tmp_path, out: Path):
     report = json.loads((env / "report.json").read_text())
     for rnd in report["check_loop"]["rounds"]:
         rnd.pop("repairs", None)
+    report.pop("probes", None)
     (env / "report.json").write_text(json.dumps(report))
     with TestClient(create_app(resolve([env])), base_url="http://127.0.0.1") as c:
         page = c.get(f"/envs/{VET}").text
@@ -232,7 +233,7 @@ def test_try_it_calls_tools_from_form_fields_and_evaluates(client, out: Path):
     renew = next(c for c in loans if c["tool"] == "renew_loan")
     page = client.post(f"{episode}/call/renew_loan", data={"a.loan_id": str(renew["arguments"]["loan_id"])}).text
     assert "<h4>loans</h4>" in page and "renewals" in page
-    page = client.post(f"{episode}/evaluate", data={"answer": "renewed"}).text
+    page = client.post(f"{episode}/evaluate", data={"answer": "Renewed: it is now due July 4, 2025."}).text
     assert "reward 1.000" in page
     assert client.post(f"{episode}/close", follow_redirects=False).status_code == 303
     assert client.get(episode).status_code == 404

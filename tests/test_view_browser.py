@@ -143,7 +143,7 @@ def test_call_a_tool_from_its_form_then_evaluate(page, out: Path):
     form.get_by_role("button", name="Call renew_loan").click()
     page.wait_for_selector("#step-2")
     assert page.locator("#step-2 h4", has_text="loans").count() == 1
-    page.fill("#answer", "Renewed.")
+    page.fill("#answer", "Renewed: it is now due July 4, 2025.")  # a write task reports what it did
     page.get_by_role("button", name="Evaluate").click()
     page.wait_for_selector(".evaluation")
     assert "reward 1.000" in page.locator(".evaluation").last.inner_text()

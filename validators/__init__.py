@@ -17,17 +17,23 @@ from typing import Any
 from synth.artifacts import GateResult
 from synth.errors import SynthError
 
-from . import database, deterministic, discriminates, regression, robust, rules, solvable, tool_contract
+from . import (database, deterministic, discriminates, probes, regression, reward_cases, robust, rules, solvable,
+               tool_contract)
 from .common import read_folder
 
-GATES = (database, tool_contract, rules, solvable, discriminates, deterministic, robust, regression)
+GATES = (database, tool_contract, rules, solvable, discriminates, probes, reward_cases, deterministic, robust,
+         regression)
 GATE_NAMES = tuple(g.NAME for g in GATES)
 STATIC_GATES = frozenset({database.NAME, tool_contract.NAME})  # read files only, run no env code
 
 
-def run_all(env_dir: Path | str, *, pool: Any = None, required_rate: float | None = None) -> list[GateResult]:
+def run_all(env_dir: Path | str, *, pool: Any = None, required_rate: float | None = None,
+            settings: Any = None) -> list[GateResult]:
     """Every gate's result, in GATES order. Raises InputError only when env_dir is not an
-    env folder; an env whose code cannot be loaded fails each executing gate with the reason."""
+    env folder; an env whose code cannot be loaded fails each executing gate with the reason.
+    `settings` (synth.config.Settings) gives the probe threshold and margin."""
+    threshold = settings.probe_threshold if settings is not None else probes.DEFAULT_THRESHOLD
+    margin = settings.probe_margin if settings is not None else probes.DEFAULT_MARGIN
     folder = read_folder(env_dir)
     env, load_error = None, None
     try:
@@ -50,6 +56,10 @@ def run_all(env_dir: Path | str, *, pool: Any = None, required_rate: float | Non
                                           details={"tasks": {}, "tools": {}}))
             elif gate is regression and required_rate is not None:
                 results.append(gate.run(folder.root, env, required_rate=required_rate))
+            elif gate is probes:
+                results.append(gate.run(folder.root, env, threshold=threshold, margin=margin))
+            elif gate is reward_cases:
+                results.append(gate.run(folder.root, env, threshold=threshold))
             else:
                 results.append(gate.run(folder.root, env))
     finally:

@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from synth.artifacts import GateResult, Rules, Task, ToolSpec, ToolTest
+from synth.artifacts import GateResult, Rules, Task, ToolSpec, ToolTest, VerifierCase
 from synth.envfiles import env_file_exists, read_env_json, read_env_text
 from synth.errors import InputError, SynthError
 
@@ -31,6 +31,7 @@ class EnvFolder:
     volatile: list[str]  # "table.column" entries that vary run to run
     problems: dict[str, list[str]] = field(default_factory=dict)  # file -> why it could not be read
     rules: Rules | None = None  # rules.json; None when the folder has none (made before it existed)
+    cases: list[VerifierCase] = field(default_factory=list)  # verifier_tests.jsonl (optional)
 
     @property
     def env_id(self) -> str:
@@ -92,7 +93,11 @@ def read_folder(env_dir: Path | str) -> EnvFolder:
     tasks = _jsonl(root / "tasks.jsonl", Task, task_problems)
     test_problems: list[str] = []
     tests = _jsonl(root / "tests.jsonl", ToolTest, test_problems) if env_file_exists(root, "tests.jsonl") else []
-    for name, found in (("tools.json", tool_problems), ("tasks.jsonl", task_problems), ("tests.jsonl", test_problems)):
+    case_problems: list[str] = []
+    cases = _jsonl(root / "verifier_tests.jsonl", VerifierCase, case_problems) \
+        if env_file_exists(root, "verifier_tests.jsonl") else []
+    for name, found in (("tools.json", tool_problems), ("tasks.jsonl", task_problems), ("tests.jsonl", test_problems),
+                        ("verifier_tests.jsonl", case_problems)):
         if found:
             problems[name] = found
     rules = None
@@ -103,7 +108,7 @@ def read_folder(env_dir: Path | str) -> EnvFolder:
             problems["rules.json"] = [f"rules.json: {_short(exc)}"]
     volatile = manifest.get("volatile_columns") or []
     return EnvFolder(root=root, manifest=manifest, tools=tools, tasks=tasks, tests=tests,
-                     volatile=[str(v) for v in volatile], problems=problems, rules=rules)
+                     volatile=[str(v) for v in volatile], problems=problems, rules=rules, cases=cases)
 
 
 class Findings:

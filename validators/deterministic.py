@@ -31,7 +31,7 @@ def _play(env: Any, task: Task, actions: list, evaluations: int) -> tuple[list[s
     with env.episode(task.task_id) as episode:
         for call in actions:
             episode.call(call.tool, call.arguments)
-        signatures = [_signature(episode.evaluate(answer)) for _ in range(evaluations)]
+        signatures = [_signature(episode.evaluate(answer, state=False)) for _ in range(evaluations)]
         try:
             final = episode.snapshot()
         except SynthError:

@@ -40,7 +40,7 @@ def _answers(task: Task) -> list[str | None]:
 
 def _evaluate(found: Findings, episode: Any, task: Task, state: str, answers: list[str | None]) -> bool:
     for answer in answers:
-        reward = episode.evaluate(answer)
+        reward = episode.evaluate(answer, state=False)
         if reward.error:
             found.task(task.task_id, f"the verifier failed on {state} with answer {answer!r:.40}: {reward.error}")
             return False

@@ -37,7 +37,7 @@ from synth import __version__
 from synth.agent import system_prompt
 from synth.database import split_statements
 from synth.envfiles import safe_env_id
-from synth.envfolder import VERIFIER_IMPORTS, read_env_draft
+from synth.envfolder import VERIFIER_IMPORTS, answer_helpers_source, read_env_draft
 from synth.export.awm_spec import api_spec, argument_examples, request_fields
 from synth.export.source import ExportEnv, load_envs, skipped_note
 from synth.prompts import render_template
@@ -123,7 +123,8 @@ def check_names(body: str) -> list[str]:
 def code_verifier(env_id: str, task: Any, body: str) -> str:
     indented = "\n".join(("    " + line) if line.strip() else "" for line in body.splitlines())
     return render_template("export", "awm/verifier.py.j2", imports=VERIFIER_IMPORTS, body=indented, env_id=env_id,
-                           task_id=task.task_id, instruction_doc=_doc(task.instruction))
+                           task_id=task.task_id, instruction_doc=_doc(task.instruction),
+                           helpers=answer_helpers_source())
 
 
 def sql_verifier(env: ExportEnv, task: Any, body: str) -> str:

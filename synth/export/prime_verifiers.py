@@ -28,7 +28,8 @@ _FILES = {"__init__.py": "__init__.py.j2", "common.py": "common.py.j2", "taskset
 
 
 def export_verifiers(root: Path | str, out: Path | str, *, name: str = "synth-envs",
-                     server_url: str = "http://127.0.0.1:8000", include_rejected: bool = False) -> str:
+                     server_url: str = "http://127.0.0.1:8000", include_rejected: bool = False,
+                     reward: str = "rubric") -> str:
     if not NAME_RE.match(name):
         raise InputError(f"--name {name!r} must be lower-case letters, digits and single - or _ (e.g. synth-envs)")
     module = name.replace("-", "_")
@@ -39,7 +40,8 @@ def export_verifiers(root: Path | str, out: Path | str, *, name: str = "synth-en
         for task in sorted(env.tasks, key=lambda t: t.task_id):
             system, user = agent_messages(context, task.instruction)
             rows.append({"env_id": env.id, "task_id": task.task_id, "split": task.split,
-                         "instruction": user["content"], "system_prompt": system["content"]})
+                         "instruction": user["content"], "system_prompt": system["content"],
+                         "probes": env.probe_rewards(task.task_id)})
     if not rows:
         raise InputError(f"the envs under {root} have no tasks to export")
     out = Path(out)
@@ -47,7 +49,7 @@ def export_verifiers(root: Path | str, out: Path | str, *, name: str = "synth-en
     package.mkdir(parents=True, exist_ok=True)
     context = {"dist_name": name, "module": module, "taskset_id": name, "server_url": server_url,
                "synth_version": __version__, "version": __version__, "n_envs": len(envs), "n_tasks": len(rows),
-               "env_ids": [e.id for e in envs]}
+               "env_ids": [e.id for e in envs], "reward_kind": reward}
     for target, template in _FILES.items():
         write_atomic(package / target, render_template("export", f"verifiers/{template}", **context))
     write_atomic(package / "tasks.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))

@@ -23,7 +23,8 @@ from synth.replay import answer_text
 from synth.store import write_atomic
 
 
-def gold_trajectory(env: Any, task: Any, context: AgentContext) -> tuple[Trajectory | None, str | None]:
+def gold_trajectory(env: Any, task: Any, context: AgentContext,
+                    reward_kind: str = "rubric") -> tuple[Trajectory | None, str | None]:
     """The gold replay of one task as a trajectory, or None and why it does not qualify."""
     answer = answer_text(task.expected_answer)
     if not answer or not answer.strip():
@@ -37,7 +38,7 @@ def gold_trajectory(env: Any, task: Any, context: AgentContext) -> tuple[Traject
                 "function": {"name": call.tool, "arguments": json.dumps(call.arguments, ensure_ascii=False)}}]})
             observation = episode.call(call.tool, dict(call.arguments))
             messages.append({"role": "tool", "tool_call_id": call_id, "content": observation_text(observation)})
-        reward = episode.evaluate(answer)
+        reward = episode.evaluate(answer, reward_kind)
     if reward.error or not reward.passed:
         return None, "gold failed"
     messages.append({"role": "assistant", "content": answer})
@@ -47,7 +48,7 @@ def gold_trajectory(env: Any, task: Any, context: AgentContext) -> tuple[Traject
 
 
 def export_sft_gold(root: Path | str, out: Path | str, *, arguments: ArgumentsStyle = "dict",
-                    include_rejected: bool = False, trusted: bool = False) -> str:
+                    include_rejected: bool = False, trusted: bool = False, reward: str = "rubric") -> str:
     from synth.runtime import Env
 
     if arguments not in ("dict", "json"):
@@ -63,7 +64,7 @@ def export_sft_gold(root: Path | str, out: Path | str, *, arguments: ArgumentsSt
         with env:
             context = source.context
             for task in sorted(env.tasks.values(), key=lambda t: t.task_id):
-                traj, why = gold_trajectory(env, task, context)
+                traj, why = gold_trajectory(env, task, context, reward)
                 if traj is None:
                     skipped[why or "gold failed"] += 1
                     continue

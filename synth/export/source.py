@@ -35,6 +35,17 @@ class ExportEnv:
     def openai_tools(self) -> list[dict[str, Any]]:
         return [openai_tool(t) for t in self.tools]
 
+    def probe_rewards(self, task_id: str) -> list[dict[str, Any]]:
+        """[{"probe", "reward"}] of one task from report.json `probes` ([] when the env has none); a list
+        of same-shaped records, so parquet stores it as is."""
+        try:
+            report = json.loads(self.text("report.json"))
+        except (OSError, ValueError):
+            return []
+        records = (report.get("probes") or {}).get(task_id) if isinstance(report, dict) else None
+        return [{"probe": str(r.get("probe")), "reward": float(r.get("reward") or 0.0)}
+                for r in records or [] if isinstance(r, dict)]
+
     @property
     def context(self) -> AgentContext:
         """What the agent's system prompt is built from (title, scenario, today, acting user)."""

@@ -60,7 +60,7 @@ def verl_rows(envs: list[Any]) -> dict[str, list[dict[str, Any]]]:
                 "agent_name": AGENT_NAME,
                 "reward_model": {"style": "rule", "ground_truth": json.dumps(truth, ensure_ascii=False, default=str)},
                 "extra_info": {"split": task.split, "index": len(split_rows), "env_id": env.id,
-                               "task_id": task.task_id},
+                               "task_id": task.task_id, "probes": env.probe_rewards(task.task_id)},
             })
     return rows
 
@@ -110,7 +110,8 @@ def _write_parquet(path: Path, rows: list[dict[str, Any]]) -> None:
 
 def export_verl(root: Path | str, out: Path | str, *, server_url: str = "http://127.0.0.1:8000",
                 max_turns: int = 10, tokenizer: str | None = None, max_prompt_length: int | None = None,
-                max_response_length: int = DEFAULT_RESPONSE_LENGTH, include_rejected: bool = False) -> str:
+                max_response_length: int = DEFAULT_RESPONSE_LENGTH, include_rejected: bool = False,
+                reward: str = "rubric") -> str:
     if max_turns < 1 or (max_prompt_length is not None and max_prompt_length < 1) or max_response_length < 1:
         raise InputError("--max-turns, --max-prompt-length and --max-response-length must be at least 1")
     envs, skipped = load_envs(root, include_rejected=include_rejected)
@@ -132,7 +133,7 @@ def export_verl(root: Path | str, out: Path | str, *, server_url: str = "http://
                "splits": sorted(rows), "out": str(out.resolve()), "agent_name": AGENT_NAME,
                "max_prompt_length": prompt_length, "max_response_length": max_response_length,
                "longest_prompt": longest, "measured": measured, "max_tool_response_length": MAX_TOOL_RESPONSE_CHARS,
-               "max_parallel_calls": MAX_PARALLEL_CALLS, "over": len(over)}
+               "max_parallel_calls": MAX_PARALLEL_CALLS, "over": len(over), "reward_kind": reward}
     write_atomic(out / "synth_agent_loop.py", render_template("export", "verl/synth_agent_loop.py.j2", **context))
     write_atomic(out / "agent_loop.yaml", render_template("export", "verl/agent_loop.yaml.j2", **context))
     write_atomic(out / "README.md", render_template("export", "verl/README.md.j2", **context))

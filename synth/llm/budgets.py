@@ -26,6 +26,10 @@ STAGE_BUDGETS: dict[str, int] = {
     "check_tests": 6144,
     "check_judge": 4096,
     "check_repair": 4096,
+    "paraphrase": 4096,
+    "solve": 4096,
+    "red_team": 4096,
+    "reward_judge": 2048,
 }
 # Share of a budget a split stage plans to fill: estimates are rough, and a cut answer costs a retry.
 FILL = 0.7

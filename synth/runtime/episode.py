@@ -132,7 +132,18 @@ class Episode:
 
     # ----------------------------------------------------------------- reward
 
-    def evaluate(self, answer: Any = None) -> Reward:
+    def evaluate(self, answer: Any = None, reward: str = "rubric", *, state: bool = True) -> Reward:
+        """The task's rewards: the verifier's rubric and (unless state=False) the state-equivalence
+        reward beside it (synth/reward.py); `reward` picks the one Reward.reward holds: "rubric",
+        "state" or "both"."""
+        rubric = self._rubric(answer)
+        if not state or self.task is None or self.closed:
+            return rubric
+        from synth.reward import with_state
+
+        return with_state(self, rubric, answer, reward)
+
+    def _rubric(self, answer: Any = None) -> Reward:
         """Run the task's verifier (sandboxed) on the initial and the current database."""
         if self.task is None:
             return Reward(reward=0.0, passed=False, error="the episode has no task to evaluate")

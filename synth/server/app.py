@@ -24,7 +24,7 @@ import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 from fastapi import Body, FastAPI, Request
@@ -85,6 +85,7 @@ class EpisodeRequest(BaseModel):
 
 class EvaluateRequest(BaseModel):
     answer: Any = None
+    reward: Literal["rubric", "state", "both"] | None = None  # default: the server's --reward
 
 
 def _task_summary(task: Any) -> dict[str, Any]:
@@ -98,7 +99,7 @@ _ARGUMENTS_BODY = {"requestBody": {"required": False, "content": {"application/j
 
 def create_app(loaded: LoadedEnvs, *, max_episodes: int = 256, idle_timeout: float = 300.0,
                reap_interval: float | None = None, on_shutdown: Any = None,
-               guards: ServerGuards | None = None) -> FastAPI:
+               guards: ServerGuards | None = None, reward: str = "rubric") -> FastAPI:
     """The ASGI app over already loaded envs. `on_shutdown()` runs after every episode is closed.
     `guards`: allowed Host/Origin values and the body limit (default: loopback only, 8 MB)."""
     guards = guards or ServerGuards()
@@ -208,11 +209,12 @@ def create_app(loaded: LoadedEnvs, *, max_episodes: int = 256, idle_timeout: flo
     async def evaluate(episode_id: str, body: EvaluateRequest | None = Body(default=None)) -> dict[str, Any]:
         live = registry.begin(episode_id)
         try:
-            reward = await anyio.to_thread.run_sync(live.episode.evaluate, body.answer if body else None)
+            kind = (body.reward if body else None) or reward
+            result = await anyio.to_thread.run_sync(live.episode.evaluate, body.answer if body else None, kind)
         finally:
             registry.end(live)
         return {"episode_id": live.id, "env_id": live.env_id, "task_id": live.task_id,
-                **reward.model_dump(mode="json")}
+                **result.model_dump(mode="json")}
 
     @app.delete("/episodes/{episode_id}")
     async def delete_episode(episode_id: str) -> dict[str, Any]:

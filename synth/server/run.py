@@ -20,7 +20,8 @@ from synth.server.guard import ServerGuards
 def build(root: Path | str, *, trusted: bool = False, workers: int | None = None, max_episodes: int = 256,
           idle_timeout: float = 300.0, include_failed: bool = False, include_rejected: bool = False,
           reap_interval: float | None = None, guards: ServerGuards | None = None, max_argument_bytes: int | None = None,
-          max_result_bytes: int | None = None, env_memory_mb: int = 1024) -> tuple[Any, LoadedEnvs]:
+          max_result_bytes: int | None = None, env_memory_mb: int = 1024,
+          reward: str = "rubric") -> tuple[Any, LoadedEnvs]:
     """Load the envs under `root` and make the app; raises InputError when none loads.
 
     Each env's code runs in worker processes of its own: `workers` caps them in all
@@ -51,7 +52,7 @@ def build(root: Path | str, *, trusted: bool = False, workers: int | None = None
             pool.close()
 
     app = create_app(loaded, max_episodes=max_episodes, idle_timeout=idle_timeout, reap_interval=reap_interval,
-                     on_shutdown=shutdown, guards=guards)
+                     on_shutdown=shutdown, guards=guards, reward=reward)
     return app, loaded
 
 

@@ -11,8 +11,13 @@ Each round runs these steps, each a method so later checks can join the loop:
    the rest: pass, test_wrong (the tool is right, the test is not) or fail;
 4. gates: the env folder is written and every quality gate runs (synth_validators);
 5. findings: what the tests and gates blame, per tool and per task (Findings);
-6. done when the pass rate reaches settings.check_pass_rate, every gate passes
-   and no tool is blamed; a tool still blamed after the last round blocks
+6. reward agents, once the tools are clean (stages/check_rewards.py): paraphrases
+   of read tasks' answers, an independent solver and a red team, with the
+   checking agent on what they find; verifier false negatives, loose verifiers
+   and exploits become task findings, and every case stays in
+   verifier_tests.jsonl as a regression case;
+7. done when the pass rate reaches settings.check_pass_rate, every gate passes
+   and nothing is blamed; a tool still blamed after the last round blocks
    verification (never shipped as a warning). Otherwise repair: blamed tools
    get a new body (stages/check_repair.py) and their tests rerun next round;
    tasks blamed by a gate get new gold actions/verifiers (stages/gold.py).
@@ -30,21 +35,22 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from synth.artifacts import PASSING_VERDICTS, GateResult, RepairRecord, ToolTest
+from synth.artifacts import PASSING_VERDICTS, GateResult, RepairRecord, ToolTest, VerifierCase
 from synth.config import Settings
 from synth.database import build_database, open_bytes, user_tables
 from synth.envfolder import EnvDraft, write_env
 from synth.errors import SynthError
 from synth.llm import BudgetExceeded, Gateway, ModelError
-from synth.replay import gold_problems
+from synth.replay import canonical, gold_problems
 from synth.stages.check_judge import CheckingAgent
 from synth.stages.check_repair import repair_tool, verifier_record
+from synth.stages.check_rewards import AgentBook, run_reward_agents
 from synth.stages.check_tests import TestingAgent, automatic_verdict, run_tests
 from synth.stages.gold import generate_gold
 from synth.stages.repair import clip
 from synth.stages.tool_probe import body_problems
 
-TASK_GATES = ("solvable", "discriminates", "deterministic", "robust")  # their findings blame tasks
+TASK_GATES = ("solvable", "discriminates", "probes", "reward_cases", "deterministic", "robust")  # they blame tasks
 REPLAY_GATES = ("solvable", "discriminates")  # findings that replaying the gold solution can re-check
 TOOL_GATES = ("regression", "rules", "robust")  # their findings blame tool bodies
 
@@ -62,6 +68,8 @@ class RoundReport(BaseModel):
     repaired_tasks: list[str] = Field(default_factory=list)
     repairs: list[RepairRecord] = Field(default_factory=list)
     errors: list[str] = Field(default_factory=list)
+    agents: dict[str, Any] = Field(default_factory=dict)  # task -> reward agent -> what it found
+    new_cases: int = 0  # verifier regression cases added this round
 
 
 class CheckLoopResult(BaseModel):
@@ -119,6 +127,7 @@ class CheckLoop:
         self.checker = CheckingAgent(gateway.judge())
         self.budget: BudgetExceeded | None = None
         self.repairs: dict[str, list[str]] = {}  # tool -> diagnoses of its earlier repairs
+        self.agents = AgentBook(draft.verifier_tests)  # what the reward agents already checked
 
     async def _gather(self, calls: list, errors: list[str], labels: list[str]) -> list:
         """Run model-bound calls together; record item errors, remember a budget stop."""
@@ -172,7 +181,8 @@ class CheckLoop:
     def gates(self) -> list[GateResult]:
         from synth_validators import run_all
 
-        return run_all(self.env_dir, pool=self.pool, required_rate=self.settings.check_pass_rate)
+        return run_all(self.env_dir, pool=self.pool, required_rate=self.settings.check_pass_rate,
+                       settings=self.settings)
 
     def findings(self, gates: list[GateResult]) -> Findings:
         found = Findings()
@@ -241,12 +251,23 @@ class CheckLoop:
             self._save()
             gates = await asyncio.to_thread(self.gates)
             found = self.findings(gates)
+            self._keep_probe_cases(gates)
             report.tests, report.pass_rate = len(self.tests), round(pass_rate(self.tests), 4)
             report.test_wrong = sum(t.verdict == "test_wrong" for t in self.tests)
             report.gates = {g.name: g.passed for g in gates}
             report.failing_tools = sorted(found.failing_tests)
+            tools_clean = report.pass_rate >= self.settings.check_pass_rate and not found.blamed_tools()
+            if tools_clean:
+                await self.reward_agents(report, found, gates)
+                if self.budget is not None:
+                    break
+                if report.new_cases and not found.tasks:  # the gates record the new regression cases
+                    self._save()
+                    gates = await asyncio.to_thread(self.gates)
+                    found = self.findings(gates)
+                    report.gates = {g.name: g.passed for g in gates}
             met = report.pass_rate >= self.settings.check_pass_rate and all(g.passed for g in gates)
-            if met and not found.blamed_tools():
+            if met and not found.blamed_tools() and not found.tasks:
                 return self._result(rounds, gates, passed=True)
             if number == self.settings.check_rounds:
                 break
@@ -255,6 +276,23 @@ class CheckLoop:
                 break
         self._save()
         return self._result(rounds, gates, passed=False)
+
+    # ----------------------------------------------------------------- the reward agents
+
+    async def reward_agents(self, report: RoundReport, found: Findings, gates: list[GateResult]) -> None:
+        """Paraphrases, the solver and the red team on the tasks due; what they blame joins `found`."""
+        result = await run_reward_agents(self.agents, self.draft, self.env_dir, self.gateway, self.settings,
+                                         self.pool, gates)
+        if result is None:
+            return
+        if result.budget is not None:
+            self.budget = self.budget or result.budget
+        self.draft.verifier_tests = self.draft.verifier_tests + [c.model_dump(mode="json") for c in result.cases]
+        report.new_cases, report.agents = len(result.cases), result.summary
+        report.errors += result.errors
+        for task_id, problems in result.problems.items():
+            for problem in problems:
+                found.task(task_id, problem, verifier=True)
 
     # ----------------------------------------------------------------- repairs
 
@@ -280,6 +318,7 @@ class CheckLoop:
             if not task_problems:
                 return
         before = self.draft.model_copy(deep=True)
+        self._clarify(task_problems)
         try:
             self.draft, gold = await generate_gold(self.draft, self.gateway, self.settings,
                                                    task_ids=sorted(task_problems), feedback=task_problems,
@@ -295,6 +334,29 @@ class CheckLoop:
                 report.repairs.append(verifier_record(before, self.draft, task_id, task_problems[task_id],
                                                       outcome.diagnosis))
         report.errors += [f"gold {tid}: {clip(o.error, 300)}" for tid, o in gold.tasks.items() if o.error]
+
+    def _keep_probe_cases(self, gates: list[GateResult]) -> None:
+        """Every probe a verifier paid for stays in verifier_tests.jsonl as a case it must fail."""
+        known = {(c.get("task_id"), canonical([c.get("calls"), c.get("answer")])) for c in self.draft.verifier_tests}
+        paid = next((g.details.get("exploits", {}) for g in gates if g.name == "probes"), {})
+        for task_id, exploits in paid.items():
+            for e in exploits:
+                if (task_id, canonical([e["calls"], e["answer"]])) in known:
+                    continue
+                self.agents.numbers[task_id] = self.agents.numbers.get(task_id, 0) + 1
+                case = VerifierCase(case_id=f"{task_id}.probe.{self.agents.numbers[task_id]}", task_id=task_id,
+                                    source="probe", calls=e["calls"], answer=e["answer"], expect="fail",
+                                    note=f"the {e['probe']} probe", found_reward=e["reward"])
+                self.draft.verifier_tests = self.draft.verifier_tests + [case.model_dump(mode="json")]
+
+    def _clarify(self, task_problems: dict[str, list[str]]) -> None:
+        """Give the tasks the checking agent found ambiguous their clarified instructions."""
+        clarified = {k: v for k, v in self.agents.clarified.items() if k in task_problems and v}
+        if clarified:
+            self.draft.tasks = [t.model_copy(update={"instruction": clarified[t.task_id]})
+                                if t.task_id in clarified else t for t in self.draft.tasks]
+            for task_id in clarified:
+                self.agents.clarified.pop(task_id, None)
 
     def _recheck(self, task_problems: dict[str, list[str]], keep: set[str]) -> dict[str, list[str]]:
         """Replay the blamed tasks on the repaired tools; only those still failing need the model."""

@@ -13,12 +13,17 @@ gate failed, showing the previous attempt and the problems found) use subject
 Validation, in two layers:
 - inside the gateway (its repair turns): tools exist, arguments match their
   schemas, read tasks call only read-only tools and write tasks change state,
-  the verifier body passes the sandbox's static check;
+  every task has an expected answer (a write task's reports what was done),
+  the verifier body passes the sandbox's static check and matches the answer
+  with the helpers, never with a bare substring test (stages/verifier_lint.py);
 - by execution in the sandbox (never in this process), on a temporary env
   folder holding just this task: the gold replay has no failed call and its
   verifier passes with score 1.0; the initial state with an empty answer fails;
-  gold minus its last state-changing call fails. Problems go back to the model
-  for up to settings.build_repair_rounds repairs.
+  gold minus its last state-changing call fails; then every exploit probe
+  (synth_validators.probes) scores below settings.probe_threshold and the
+  task's recorded verifier cases (paraphrases, solver runs, exploits) keep
+  their verdicts. Problems go back to the model for up to
+  settings.build_repair_rounds repairs.
 
 A task whose answer still fails keeps its last attempt (so the check loop can
 repair it once tools are fixed) and is reported as failing with its reasons.
@@ -33,7 +38,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from synth.artifacts import GoldAnswer, GoldBatch, Task, ToolCall
+from synth.artifacts import GoldAnswer, GoldBatch, Task, ToolCall, ToolTest, VerifierCase
 from synth.config import Settings
 from synth.database import build_database
 from synth.envfolder import EnvDraft, normalize_body, render_verifiers_py, verifier_name, write_env
@@ -48,6 +53,7 @@ from synth.llm.errors import OutputTruncated
 from synth.stages.envcontext import EnvContext
 from synth.stages.gold_scope import gold_messages
 from synth.stages.repair import clip, problem_list
+from synth.stages.verifier_lint import substring_checks
 
 STAGE = "gold"
 BATCH = 3  # fresh tasks per call: they share the env's context
@@ -89,6 +95,9 @@ def answer_problems(answer: GoldAnswer, task: Task, draft: EnvDraft) -> list[str
         problems.append("this is a write task: the actions must include the state-changing call(s)")
     if task.kind == "read" and not (answer.expected_answer or "").strip():
         problems.append("this is a read task: give the expected_answer")
+    if task.kind == "write" and not (answer.expected_answer or "").strip():
+        problems.append("this is a write task: give the expected_answer, a one-line report of what was done "
+                        "(the verifier checks that the agent's answer reports the work)")
     body = normalize_body(answer.verifier_body)
     if not body:
         problems.append("verifier_body is empty")
@@ -99,6 +108,7 @@ def answer_problems(answer: GoldAnswer, task: Task, draft: EnvDraft) -> list[str
             problems.append(f"verifier_body: {exc}")
         else:
             problems += [f"verifier_body: {p}" for p in check_source(source, "verifiers.py")]
+        problems += [f"verifier_body: {p}" for p in substring_checks(body)]
     return problems
 
 
@@ -110,12 +120,14 @@ def apply_answer(task: Task, answer: GoldAnswer) -> Task:
     })
 
 
-def execution_problems(draft: EnvDraft, db_bytes: bytes, task: Task, body: str, pool: Any) -> list[str]:
-    """Run the candidate in the sandbox on a temporary env folder holding only this task."""
+def execution_problems(draft: EnvDraft, db_bytes: bytes, task: Task, body: str, pool: Any,
+                       settings: Settings | None = None) -> list[str]:
+    """Run the candidate in the sandbox on a temporary env folder holding only this task: the gold
+    replay (gold_problems), then the exploit probes and the task's recorded verifier cases."""
     from synth.runtime import Env
 
     trial = draft.model_copy(update={"tasks": [task], "verifier_bodies": {task.task_id: body}, "tests": [],
-                                     "status": "built", "report": {}})
+                                     "status": "built", "report": {}, "verifier_tests": []})
     with tempfile.TemporaryDirectory(prefix="synth-gold-") as tmp:
         folder = write_env(trial, Path(tmp) / draft.env_id, db_bytes=db_bytes)
         try:
@@ -123,11 +135,34 @@ def execution_problems(draft: EnvDraft, db_bytes: bytes, task: Task, body: str, 
         except SynthError as exc:
             return [f"the verifier could not be loaded: {exc}"]
         try:
-            return gold_problems(env, task)
+            return gold_problems(env, task) or attack_problems(env, draft, task, settings or Settings())
         except SynthError as exc:
             return [f"replaying the task failed: {exc}"]
         finally:
             env.close()
+
+
+def attack_problems(env: Any, draft: EnvDraft, task: Task, settings: Settings) -> list[str]:
+    """What the probes and the task's verifier cases (verifier_tests.jsonl) find in a sound gold solution."""
+    from synth_validators.probe_kinds import new_context
+    from synth_validators.probes import probe_task
+    from synth_validators.reward_cases import case_problem
+
+    tests = []
+    for raw in draft.tests:
+        try:
+            tests.append(ToolTest.model_validate(raw))
+        except ValueError:
+            continue
+    ctx = new_context(env, volatile=draft.volatile_columns, tasks=draft.tasks, tests=tests)
+    _, problems = probe_task(ctx, task, settings.probe_threshold, settings.probe_margin)
+    for raw in draft.verifier_tests:
+        case = VerifierCase.model_validate(raw)
+        if case.task_id == task.task_id:
+            problem = case_problem(env, task, case, settings.probe_threshold)
+            if problem:
+                problems.append(problem)
+    return problems
 
 
 def _previous(draft: EnvDraft, task: Task) -> str | None:
@@ -204,7 +239,7 @@ class GoldSolver:
             outcome.diagnosis = clip(answer.diagnosis, 500) if answer.diagnosis else outcome.diagnosis
             candidate, body = apply_answer(task, answer), normalize_body(answer.verifier_body)
             problems = await asyncio.to_thread(execution_problems, self.draft, self.db_bytes, candidate, body,
-                                               self.pool)
+                                               self.pool, self.gateway.settings)
             outcome.problems = problems
             if not problems:
                 outcome.passed = True

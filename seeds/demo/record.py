@@ -1,0 +1,113 @@
+"""Write the model answers of seeds/demo/answers/*.py into the demo's recordings (seeds/demo/*.json).
+
+What it writes is only what a model answers: the gold stage's verifier bodies and write tasks'
+reports (into the recorded gold replies), and the replies of the paraphrase, solve and red_team
+stages. Which requests the pipeline makes (the batches and their subjects, the solver's turns) is
+computed here with synth's own batching code and constants, so the recordings follow the program;
+nothing the program computes (rewards, verdicts, tool results) is written by hand.
+
+    python seeds/demo/record.py
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from synth.config import Settings
+from synth.llm.budgets import pack, planned_tokens
+from synth.stages import check_paraphrase, check_redteam, check_solver
+
+HERE = Path(__file__).resolve().parent
+NEW_STAGES = ("paraphrase", "solve", "red_team")
+
+
+def load(path: Path) -> Any:
+    spec = importlib.util.spec_from_file_location(f"demo_answers_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+def batches(stage: Any, ids: list[str]) -> list[list[str]]:
+    """The batches the stage's agent makes of `ids` at the default output cap."""
+    limit = planned_tokens(stage.STAGE, Settings().max_tokens)
+    return pack(ids, {i: stage.TOKENS_PER_TASK for i in ids}, limit)
+
+
+def calls(steps: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+    return [{"tool": tool, "arguments": arguments} for tool, arguments in steps]
+
+
+def edit_gold(reply: dict[str, Any], answers: Any) -> dict[str, Any]:
+    """A recorded gold reply with the new verifier bodies and reports (JSON or text around JSON)."""
+    def fix(entry: dict[str, Any], task_id: str) -> None:
+        entry["verifier_body"] = answers.VERIFIERS[task_id]
+        if task_id in answers.EXPECTED:
+            entry["expected_answer"] = answers.EXPECTED[task_id]
+
+    def fix_all(data: dict[str, Any], subject: str) -> dict[str, Any]:
+        if "tasks" in data:
+            for entry in data["tasks"]:
+                fix(entry, entry["task_id"])
+        else:
+            fix(data, subject.split("/", 1)[1])
+        return data
+
+    subject = reply.pop("_subject")
+    if "json" in reply:
+        return {**reply, "json": fix_all(reply["json"], subject)}
+    text = reply["text"]
+    start, end = text.index("{"), text.rindex("}") + 1
+    indent = 2 if re.match(r"\{\n  \"", text[start:]) else None
+    data = fix_all(json.loads(text[start:end]), subject)
+    return {**reply, "text": text[:start] + json.dumps(data, indent=indent, ensure_ascii=False) + text[end:]}
+
+
+def solver_turns(answers: Any, ids: list[str]) -> list[dict[str, Any]]:
+    """The solver's reply for each turn: every task still open gets its next step."""
+    steps = {i: answers.SOLVER[i] for i in ids}
+    for task_id, plan in steps.items():
+        assert plan and plan[-1][1] is not None and all(a is None for _, a in plan[:-1]), task_id
+        assert len(plan) <= check_solver.MAX_TURNS, task_id
+    replies = []
+    for turn in range(max(len(p) for p in steps.values())):
+        open_ = [i for i in ids if len(steps[i]) > turn]
+        replies.append({"json": {"tasks": [{"task_id": i, "calls": calls(steps[i][turn][0]),
+                                            "answer": steps[i][turn][1]} for i in open_]}})
+    return replies
+
+
+def record(path: Path) -> None:
+    answers = load(path)
+    recording = HERE / answers.RECORDING
+    rules = [r for r in json.loads(recording.read_text())["rules"] if r["stage"] not in NEW_STAGES]
+    for rule in rules:
+        if rule["stage"] == "gold":
+            rule["replies"] = [edit_gold({**reply, "_subject": rule["subject"]}, answers) for reply in rule["replies"]]
+    tasks, reads = sorted(answers.VERIFIERS), sorted(answers.PARAPHRASES)
+    for ids in batches(check_paraphrase, reads):
+        rules.append({"stage": "paraphrase", "subject": f"{answers.ENV}/{'+'.join(ids)}", "replies": [{"json": {
+            "tasks": [{"task_id": i, "paraphrases": answers.PARAPHRASES[i]} for i in ids]}}]})
+    for ids in batches(check_solver, tasks):
+        rules.append({"stage": "solve", "subject": f"{answers.ENV}/{'+'.join(ids)}",
+                      "replies": solver_turns(answers, ids)})
+    for ids in batches(check_redteam, tasks):
+        rules.append({"stage": "red_team", "subject": f"{answers.ENV}/{'+'.join(ids)}", "replies": [{"json": {
+            "tasks": [{"task_id": i, "attempts": [{"idea": idea, "calls": calls(steps), "answer": answer}
+                                                  for idea, steps, answer in answers.RED_TEAM[i]]} for i in ids]}}]})
+    recording.write_text(json.dumps({"rules": rules}, indent=2, ensure_ascii=False) + "\n")
+    print(f"{recording.name}: {len(rules)} rules")
+
+
+def main() -> None:
+    for path in sorted((HERE / "answers").glob("*.py")):
+        record(path)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,425 @@
+# ------------------------------------------------------------------ answer and database helpers
+# Shipped by synth at the top of every verifiers.py (it runs in the sandbox like the verifiers).
+# Facts are found in an answer with normalisation: numbers and money ("3,460" = "$3,460.00" =
+# 3460), dates ("2025-06-04" = "June 4" = "4 Jun 2025" = "6/4"), times ("09:00" = "9am" =
+# "9:00 AM"), names ("Emma Rodriguez" = "Rodriguez, Emma"; "Dr. Priya Nair" = "Priya Nair" =
+# "Dr. Nair"), case, punctuation and list separators. A wrong value counts against an answer
+# unless the answer says it is not so ("Grace Kim is no longer active"); a hedge ("maybe",
+# "possibly") next to a fact makes the answer unreliable.
+
+_TITLES = frozenset({"dr", "mr", "mrs", "ms", "miss", "mx", "prof", "sir", "madam"})
+_WORD = re.compile(r"[^\W_]+")
+_MONTH_NAMES = {"jan": 1, "feb": 2, "mar": 3, "apr": 4, "may": 5, "jun": 6, "jul": 7, "aug": 8, "sep": 9,
+                "oct": 10, "nov": 11, "dec": 12}
+_MON = r"(jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?" \
+       r"|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?"
+_DATE_ISO = re.compile(r"(?<![\d-])(\d{4})-(\d{1,2})-(\d{1,2})(?!\d)")
+_DATE_MD = re.compile(r"\b" + _MON + r"\s+(\d{1,2})(?:st|nd|rd|th)?\b(?:,?\s+(\d{4})\b)?", re.I)
+_DATE_DM = re.compile(r"\b(\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?" + _MON + r"(?![a-z])(?:,?\s+(\d{4})\b)?", re.I)
+_DATE_NUM = re.compile(r"(?<![\d/.])(\d{1,2})/(\d{1,2})(?:/(\d{4}|\d{2}))?(?![\d/])")
+_TIME_12 = re.compile(r"(?<![\d:.])(\d{1,2})(?:[:.](\d{2}))?\s*([ap])\.?\s?m\.?(?![a-z])", re.I)
+_TIME_24 = re.compile(r"(?<![\d:])(\d{1,2}):(\d{2})(?::\d{2})?(?![\d:])")
+_TIME_WORD = re.compile(r"\b(noon|midday|midnight)\b", re.I)
+_TIME_OCLOCK = re.compile(r"\b(\d{1,2})\s*o['\u2019]?\s?clock\b", re.I)
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+_NUMBER_WORDS = {w: i for i, w in enumerate(
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+    "seventeen eighteen nineteen twenty".split())}
+_NUMBER_WORD = re.compile(r"\b(" + "|".join(_NUMBER_WORDS) + r")(\s+and\s+a\s+half)?\b", re.I)
+_ISO_DATE = re.compile(r"^\s*(\d{4})-(\d{2})-(\d{2})\s*$")
+_ISO_DATETIME = re.compile(r"^\s*(\d{4})-(\d{2})-(\d{2})[ T](\d{1,2}):(\d{2})(?::\d{2}(?:\.\d+)?)?\s*$")
+_CLOCK = re.compile(r"^\s*(\d{1,2}):(\d{2})(?::\d{2})?\s*$")
+_NUMERIC = re.compile(r"^\s*[-+]?[$\u20ac\u00a3]?\s?\d[\d,]*(?:\.\d+)?\s*$")
+_SENTENCE_END = re.compile(r"[.!?;]+(?=\s|$)|\n+")
+_SCOPE_BREAK = re.compile(r"[()\[\]]|\s[-\u2013\u2014]+\s|\u2014")
+_ABBREVIATIONS = frozenset(_TITLES | {"st", "no", "vs", "etc", "e.g", "i.e", "a.m", "p.m", "approx", "inc", "ltd",
+                                      "jr", "sr", "ave", "rd"} | set(_MONTH_NAMES) | {"sept"})
+_HEDGE = re.compile(r"\b(?:maybe|perhaps|possibly|probably|presumably|not\s+sure|unsure|not\s+certain|uncertain"
+                    r"|i\s+think|i\s+believe|i\s+guess|or\s+so|might\s+be)\b", re.I)
+_OR = re.compile(r"\W*(?:or|either|and/or)\W*|\s*/\s*", re.I)  # what joins alternatives: "2 or 3", "9/10"
+_NEGATION = re.compile(r"\b(?:not|no(?!\.?\s*#?\d)|never|none|neither|nor|without|except|excluding|excluded"
+                       r"|exclude|besides|unlike|instead\s+of|rather\s+than|other\s+than|apart\s+from|no\s+longer"
+                       r"|inactive|cannot|\w+n['\u2019]t)\b", re.I)
+_REFUSAL = re.compile(r"\b(?:i|we)\s+(?:could\s*n[o']?t|couldn['\u2019]t|can\s*not|cannot|can['\u2019]t"
+                      r"|was\s*n['\u2019o]?t\s+able|wasn['\u2019]t\s+able|were\s*n['\u2019o]?t\s+able"
+                      r"|weren['\u2019]t\s+able|am\s+not\s+able|(?:am|was|were|are)\s+unable|failed\s+to"
+                      r"|did\s*n['\u2019o]?t\s+manage|didn['\u2019]t\s+manage)"
+                      r"|['\u2019]m\s+unable|\bunable\s+to\b|\b(?:sorry|apologi[sz]e)\b|\bi['\u2019]m\s+afraid\b"
+                      r"|\bnot\s+possible\b", re.I)
+_NEGATION_REACH = 3  # words between a "not" and the value it denies ("not Dr. Grace Kim"), no comma or colon
+_NEGATION_BACK = 12  # words between a value and a later denial ("Grace Kim also ... is no longer active")
+
+
+def _kind(value: Any) -> tuple:
+    """(kind, normalised value): number, date (y, m, d), time (minutes), datetime, text (tokens)."""
+    if isinstance(value, bool):
+        return ("text", ("yes",) if value else ("no",))
+    if isinstance(value, (int, float, decimal.Decimal)):
+        return ("number", decimal.Decimal(str(value)))
+    if isinstance(value, datetime.datetime):
+        return ("datetime", ((value.year, value.month, value.day), value.hour * 60 + value.minute))
+    if isinstance(value, datetime.date):
+        return ("date", (value.year, value.month, value.day))
+    if isinstance(value, datetime.time):
+        return ("time", value.hour * 60 + value.minute)
+    text = str(value)
+    m = _ISO_DATE.match(text)
+    if m:
+        return ("date", (int(m.group(1)), int(m.group(2)), int(m.group(3))))
+    m = _ISO_DATETIME.match(text)
+    if m:
+        return ("datetime", ((int(m.group(1)), int(m.group(2)), int(m.group(3))),
+                             int(m.group(4)) * 60 + int(m.group(5))))
+    m = _CLOCK.match(text)
+    if m:
+        return ("time", int(m.group(1)) * 60 + int(m.group(2)))
+    if _NUMERIC.match(text):
+        try:
+            return ("number", decimal.Decimal(re.sub(r"[\s$\u20ac\u00a3,+]", "", text)))
+        except decimal.InvalidOperation:
+            pass
+    return ("text", tuple(w.casefold() for w in _WORD.findall(text)))
+
+
+def _values(values: Any) -> list:
+    if values is None:
+        return []
+    if isinstance(values, (list, tuple, set, frozenset)):
+        return [v for v in values if v is not None and str(v).strip() != ""]
+    return [values] if str(values).strip() != "" else []
+
+
+def _text_variants(tokens: tuple) -> list:
+    """Token sequences that spell a text value: as written, without a title, title + last name,
+    and for short names every rotation ("Rodriguez, Emma")."""
+    variants = [tokens]
+    if len(tokens) > 1 and tokens[0] in _TITLES:
+        variants.append(tokens[1:])
+        if len(tokens) > 2:
+            variants.append((tokens[0], tokens[-1]))
+    for base in list(variants):
+        if 2 <= len(base) <= 3 and all(t.isalpha() for t in base) and base[0] not in _TITLES:
+            variants += [base[k:] + base[:k] for k in range(1, len(base))]
+    return [v for i, v in enumerate(variants) if v and v not in variants[:i]]
+
+
+def _month(word: str) -> int:
+    return _MONTH_NAMES.get(word.casefold()[:3], 0)
+
+
+def _year(text: Any) -> Any:
+    if not text:
+        return None
+    y = int(text)
+    return y + 2000 if y < 100 else y
+
+
+def _scan_dates(text: str) -> list:
+    """[(start, end, {(year or None, month, day), ...})] for every date written in `text`."""
+    found = []
+    for m in _DATE_ISO.finditer(text):
+        found.append((m.start(), m.end(), {(int(m.group(1)), int(m.group(2)), int(m.group(3)))}))
+    for m in _DATE_MD.finditer(text):
+        found.append((m.start(), m.end(), {(_year(m.group(3)), _month(m.group(1)), int(m.group(2)))}))
+    for m in _DATE_DM.finditer(text):
+        found.append((m.start(), m.end(), {(_year(m.group(3)), _month(m.group(2)), int(m.group(1)))}))
+    for m in _DATE_NUM.finditer(text):
+        a, b, y = int(m.group(1)), int(m.group(2)), _year(m.group(3))
+        found.append((m.start(), m.end(), {(y, a, b), (y, b, a)}))  # 6/4: June 4 (US) or 6 April
+    out = []
+    for start, end, dates in sorted(found, key=lambda f: (f[0], -f[1])):
+        dates = {d for d in dates if 1 <= d[1] <= 12 and 1 <= d[2] <= 31}
+        if dates and not any(s < end and start < e for s, e, _ in out):
+            out.append((start, end, dates))
+    return out
+
+
+def _scan_times(text: str, taken: list) -> list:
+    """[(start, end, {minutes since midnight, ...})]; "9:30" without am/pm may be 09:30 or 21:30."""
+    found = []
+    for m in _TIME_12.finditer(text):
+        hour, minute = int(m.group(1)), int(m.group(2) or 0)
+        if 1 <= hour <= 12 and minute < 60:
+            hour = hour % 12 + (12 if m.group(3).lower() == "p" else 0)
+            found.append((m.start(), m.end(), {hour * 60 + minute}))
+    for m in _TIME_24.finditer(text):
+        hour, minute = int(m.group(1)), int(m.group(2))
+        if hour < 24 and minute < 60:
+            both = {hour * 60 + minute}
+            if 1 <= hour <= 11 and not m.group(1).startswith("0"):
+                both.add((hour + 12) * 60 + minute)
+            found.append((m.start(), m.end(), both))
+    for m in _TIME_WORD.finditer(text):
+        found.append((m.start(), m.end(), {0 if m.group(1).lower() == "midnight" else 720}))
+    for m in _TIME_OCLOCK.finditer(text):
+        hour = int(m.group(1))
+        if 1 <= hour <= 12:
+            found.append((m.start(), m.end(), {hour % 12 * 60, (hour % 12 + 12) * 60}))
+    out = []
+    for start, end, minutes in sorted(found, key=lambda f: (f[0], -f[1])):
+        if not any(s < end and start < e for s, e in taken + [(s2, e2) for s2, e2, _ in out]):
+            out.append((start, end, minutes))
+    return out
+
+
+def _scan_numbers(text: str, taken: list) -> list:
+    """[(start, end, Decimal)] for numbers that are not part of a date, a time or an identifier
+    ("555-0104", "Q-102"); thousands separators and currency signs are allowed."""
+    out = []
+    for m in _NUMBER.finditer(text):
+        start, end, run = m.start(), m.end(), m.group(0)
+        if any(s < end and start < e for s, e in taken):
+            continue
+        before = text[start - 1] if start else " "
+        if before.isalnum() or before == "_" or (before in "-/" and start > 1 and text[start - 2].isalnum()):
+            continue
+        after = text[end] if end < len(text) else " "
+        if after in "-/" and end + 1 < len(text) and text[end + 1].isdigit():
+            continue  # "555-0104", "3-4": an identifier or a range, not a value ("189.00/month" is one)
+        sign = "-" if before == "-" and (start < 2 or not text[start - 2].isalnum()) else ""
+        if re.fullmatch(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?", run):
+            parts = [(start, end, run.replace(",", ""))]
+        elif "," in run:  # "1,2,3": a list written without spaces
+            parts, pos = [], start
+            for piece in run.split(","):
+                parts.append((pos, pos + len(piece), piece))
+                pos += len(piece) + 1
+        else:
+            parts = [(start, end, run)]
+        for s, e, piece in parts:
+            if piece.count(".") <= 1:
+                out.append((s, e, decimal.Decimal(sign + piece)))
+    for m in _NUMBER_WORD.finditer(text):
+        if not any(s < m.end() and m.start() < e for s, e in taken):
+            half = decimal.Decimal("0.5") if m.group(2) else 0
+            out.append((m.start(), m.end(), decimal.Decimal(_NUMBER_WORDS[m.group(1).lower()]) + half))
+    return out
+
+
+def _sentences(text: str, pattern: Any) -> list:
+    """(start, end) spans of text between breaks; a period after a title or an initial is no break."""
+    cuts, spans, start = [], [], 0
+    for m in pattern.finditer(text):
+        head = text[max(0, m.start() - 6):m.start()].split()
+        word = re.sub(r"^\W+", "", head[-1]).casefold().rstrip(".") if head else ""
+        if m.group(0).startswith(".") and (word in _ABBREVIATIONS or (len(word) == 1 and word.isalpha())):
+            continue
+        cuts.append((m.start(), m.end()))
+    for s, e in cuts:
+        spans.append((start, s))
+        start = e
+    spans.append((start, len(text)))
+    return [(s, e) for s, e in spans if e > s]
+
+
+def _scope_of(spans: list, position: int) -> int:
+    for i, (s, e) in enumerate(spans):
+        if s <= position < e:
+            return i
+    return -1
+
+
+def answer_facts(answer: Any, expected: Any, wrong: Any = ()) -> dict:
+    """Which `expected` values `answer` states, which are missing, which `wrong` values it asserts
+    (values it denies, as in "not Dr. Grace Kim", do not count) and whether it hedges next to a fact.
+    Values: numbers, dates, times, "YYYY-MM-DD HH:MM" datetimes, names and other text.
+    Returns {"found": [...], "missing": [...], "wrong": [...], "denied": [...], "hedged": bool}
+    ("denied": values the answer mentions only to deny them)."""
+    text = "" if answer is None else str(answer)
+    right = _values(expected)
+    right_kinds = [_kind(v) for v in right]
+    bad = []
+    for v in _values(wrong):
+        k = _kind(v)
+        if k not in right_kinds and (v, k) not in bad:
+            bad.append((v, k))
+    candidates = [(v, k, True) for v, k in zip(right, right_kinds)] + [(v, k, False) for v, k in bad]
+    words = [(m.group(0).casefold(), m.start(), m.end()) for m in _WORD.finditer(text)]
+    tokens = [w for w, _, _ in words]
+    spans = []  # (start, end, candidate index) of text values, longest first, no overlaps
+    for i, (v, k, is_right) in enumerate(candidates):
+        if k[0] != "text" or not k[1]:
+            continue
+        for variant in _text_variants(k[1]):
+            n = len(variant)
+            for j in range(len(tokens) - n + 1):
+                if tuple(tokens[j:j + n]) == variant:
+                    spans.append((words[j][1], words[j + n - 1][2], i))
+    mentions = []  # (start, end, candidate index)
+    for s, e, i in sorted(spans, key=lambda x: (-(x[1] - x[0]), not candidates[x[2]][2], x[0])):
+        if not any(s < e2 and s2 < e for s2, e2, _ in mentions):
+            mentions.append((s, e, i))
+    taken = [(s, e) for s, e, _ in mentions]
+    dates = [d for d in _scan_dates(text) if not any(s < d[1] and d[0] < e for s, e in taken)]
+    times = _scan_times(text, taken + [(s, e) for s, e, _ in dates])
+    numbers = _scan_numbers(text, taken + [(s, e) for s, e, _ in dates] + [(s, e) for s, e, _ in times])
+    sentences = _sentences(text, _SENTENCE_END)
+    for i, (v, k, is_right) in enumerate(candidates):
+        if k[0] == "number":
+            mentions += [(s, e, i) for s, e, n in numbers if abs(n - k[1]) <= decimal.Decimal("0.005")]
+        elif k[0] == "date":
+            mentions += [(s, e, i) for s, e, ds in dates
+                         if any(d[1:] == k[1][1:] and d[0] in (None, k[1][0]) for d in ds)]
+        elif k[0] == "time":
+            mentions += [(s, e, i) for s, e, ms in times if k[1] in ms]
+        elif k[0] == "datetime":  # a time goes with the nearest date of its sentence, else the last one before
+            for s, e, ms in times:
+                here = [d for d in dates if _scope_of(sentences, d[0]) == _scope_of(sentences, s)]
+                before = [d for d in dates if d[1] <= s]
+                near = min(here, key=lambda d: min(abs(d[1] - s), abs(d[0] - e))) if here else \
+                    before[-1] if before else next((d for d in dates if d[0] >= e), None)
+                if k[1][1] in ms and near is not None and any(d[1:] == k[1][0][1:] and d[0] in (None, k[1][0][0])
+                                                               for d in near[2]):
+                    mentions.append((s, e, i))
+    denied = _denied(text, mentions, [r for _, _, r in candidates])
+    said = {i for s, e, i in mentions if (s, e, i) not in denied}
+    # Hedged: a hedge word in a sentence that gives a value, or a value offered "or" another one ("2 or 3").
+    values = [(s, e) for s, e, _ in mentions] + [(s, e) for s, e, _ in dates + times + numbers]
+    hedged = any(any(_scope_of(sentences, s) == _scope_of(sentences, m.start()) for s, _ in values)
+                 for m in _HEDGE.finditer(text))
+    ordered = sorted(set(values))
+    for (s1, e1), (s2, e2) in zip(ordered, ordered[1:]):
+        if _OR.fullmatch(text[e1:s2]) and any(s in (s1, s2) for s, _, i in mentions if candidates[i][2]):
+            hedged = True
+    found = [v for i, (v, k, r) in enumerate(candidates) if r and i in said]
+    named = {i for _, _, i in mentions}
+    return {"found": found, "missing": [v for i, (v, k, r) in enumerate(candidates) if r and i not in said],
+            "wrong": [v for i, (v, k, r) in enumerate(candidates) if not r and i in said],
+            "denied": [v for i, (v, k, r) in enumerate(candidates) if i in named and i not in said], "hedged": hedged}
+
+
+def _denied(text: str, mentions: list, wanted: list) -> set:
+    """Mentions a negation denies: the nearest value after a "not" (within a few words), or else the
+    nearest wrong value before it in the same clause ("Grace Kim ... is no longer active"); an expected
+    value before a negation stays stated ("275.00, not paid yet" denies nothing about the amount).
+    `wanted[i]` says whether candidate i is an expected value."""
+    out = set()
+    clauses = _sentences(text, re.compile(_SENTENCE_END.pattern + "|" + _SCOPE_BREAK.pattern))
+    hedges = [(m.start(), m.end()) for m in _HEDGE.finditer(text)]
+    ordered = sorted(mentions)
+    for cue in _NEGATION.finditer(text):
+        if any(s <= cue.start() < e for s, e in hedges):
+            continue  # "not sure" is a hedge, not a denial
+        clause = _scope_of(clauses, cue.start())
+        inside = [m for m in ordered if _scope_of(clauses, m[0]) == clause]
+        after = [m for m in inside if m[0] >= cue.end()]
+        before = [m for m in inside if m[1] <= cue.start()]
+        gap = text[cue.end():after[0][0]] if after else ""
+        if after and len(_WORD.findall(gap)) <= _NEGATION_REACH and not re.search(r"[,:;]", gap):
+            first = after[0]
+            out.update(m for m in after if (m[0], m[1]) == (first[0], first[1]))
+        elif before and len(_WORD.findall(text[before[-1][1]:cue.start()])) <= _NEGATION_BACK:
+            last = before[-1]  # "Grace Kim ... is no longer active" excludes a wrong value; it never takes back
+            out.update(m for m in before if (m[0], m[1]) == (last[0], last[1]) and not wanted[m[2]])
+    return out
+
+
+def mentions(answer: Any, value: Any) -> bool:
+    """Does `answer` state `value` (normalised as in answer_facts(); a denied value does not count)?"""
+    return bool(answer_facts(answer, [value])["found"])
+
+
+def denies(answer: Any, value: Any) -> bool:
+    """Does `answer` mention `value` only to deny it ("it has not been paid" denies "paid")?"""
+    return bool(answer_facts(answer, [value])["denied"])
+
+
+def states(answer: Any, expected: Any, wrong: Any = ()) -> bool:
+    """The answer states every expected value, asserts none of the `wrong` ones (plausible wrong
+    alternatives: other rows' values of the same kind) and does not hedge. With no expected value
+    (e.g. "none are overdue"), it must still say something and assert no wrong value."""
+    f = answer_facts(answer, expected, wrong)
+    if not _values(expected) and not _WORD.findall("" if answer is None else str(answer)):
+        return False
+    return not f["missing"] and not f["wrong"] and not f["hedged"]
+
+
+def refuses(answer: Any) -> bool:
+    """Does the answer say the request could not be done ("I could not ...", "unable to", "sorry")?"""
+    return answer is not None and _REFUSAL.search(str(answer)) is not None
+
+
+def reports(answer: Any, details: Any = ()) -> bool:
+    """A write task's answer reports the work as done: it says something, refuses nothing, does not
+    hedge, and states each of `details` (the values the user would check, e.g. a new booking's time)."""
+    text = "" if answer is None else str(answer)
+    if len(_WORD.findall(text)) < 2 or refuses(text):
+        return False
+    f = answer_facts(text, details)
+    return not f["missing"] and not f["hedged"]
+
+
+# ---- database helpers
+
+
+def query_rows(db: sqlite3.Connection, sql: str, params: Any = ()) -> list:
+    """The rows of a query as dicts ([] on no match)."""
+    return [dict(r) for r in db.execute(sql, params).fetchall()]
+
+
+def db_tables(db: sqlite3.Connection) -> list:
+    return [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table' "
+                                     "AND name NOT LIKE 'sqlite%' ORDER BY name").fetchall()]
+
+
+def _keyed(db: sqlite3.Connection, table: str) -> dict:
+    quoted = '"' + table.replace('"', '""') + '"'
+    info = db.execute(f"PRAGMA table_info({quoted})").fetchall()
+    keys = [r[1] for r in sorted(info, key=lambda r: r[5]) if r[5] > 0]
+    out = {}
+    if keys:
+        for r in db.execute(f"SELECT * FROM {quoted}").fetchall():
+            row = dict(r)
+            out[row[keys[0]] if len(keys) == 1 else tuple(row[c] for c in keys)] = row
+        return out
+    for r in db.execute(f"SELECT rowid AS synth_rowid, * FROM {quoted}").fetchall():
+        row = dict(r)
+        out[row.pop("synth_rowid")] = row
+    return out
+
+
+def db_diff(initial_db: sqlite3.Connection, final_db: sqlite3.Connection, only_tables: Any = None) -> dict:
+    """What changed, per table (tables with no change are left out): {table: {"added": [row],
+    "removed": [row], "changed": [{"key", "before", "after", "columns"}], "added_keys": [...],
+    "removed_keys": [...]}}; rows are dicts, keys are primary-key values (rowid without one)."""
+    out = {}
+    names = sorted(set(db_tables(initial_db)) | set(db_tables(final_db)))
+    for table in names:
+        if only_tables is not None and table not in only_tables:
+            continue
+        a = _keyed(initial_db, table) if table in db_tables(initial_db) else {}
+        b = _keyed(final_db, table) if table in db_tables(final_db) else {}
+        added = [k for k in b if k not in a]
+        removed = [k for k in a if k not in b]
+        changed = [{"key": k, "before": a[k], "after": b[k], "columns": [c for c in b[k] if a[k].get(c) != b[k][c]]}
+                   for k in a if k in b and a[k] != b[k]]
+        if added or removed or changed:
+            out[table] = {"added": [b[k] for k in added], "removed": [a[k] for k in removed], "changed": changed,
+                          "added_keys": added, "removed_keys": removed}
+    return out
+
+
+def unchanged(initial_db: sqlite3.Connection, final_db: sqlite3.Connection, only_tables: Any = None) -> bool:
+    """True when no row of any table (or of `only_tables`) was added, removed or changed."""
+    return not db_diff(initial_db, final_db, only_tables)
+
+
+def only_changed(changes: dict, allowed: dict) -> bool:
+    """True when every change in `changes` (a db_diff()) is allowed: {table: [keys of rows that may change
+    or be removed, and "added" if rows may be added]}. Anything else changed makes it False."""
+    for table, change in changes.items():
+        ok = allowed.get(table, [])
+        ok = [ok] if isinstance(ok, (str, int, tuple)) else list(ok)
+        if change["added"] and "added" not in ok and not all(k in ok for k in change["added_keys"]):
+            return False
+        if any(c["key"] not in ok for c in change["changed"]) or any(k not in ok for k in change["removed_keys"]):
+            return False
+    return True
+
+
+def rubric(checks: list) -> list:
+    """The checks plus "all requirements met", weighing as much as all of them together: partial work
+    keeps partial credit, but any attempt that misses a requirement scores below one half."""
+    items = list(checks)
+    total = sum(c["weight"] for c in items) or 1.0
+    return items + [check("all requirements met", bool(items) and all(c["passed"] for c in items), total)]

@@ -1,0 +1,35 @@
+"""The gold stage refuses verifier bodies that match the answer with a bare substring or regex
+test, and write tasks without a report of what was done."""
+
+from __future__ import annotations
+
+from synth.artifacts import GoldAnswer, Task
+from synth.stages.gold import answer_problems
+from synth.stages.verifier_lint import substring_checks
+from verifykit import make_verified_library
+from synth.envfolder import read_env_draft
+
+
+def test_bare_substring_tests_on_the_answer_are_found():
+    assert substring_checks('text = (answer or "").lower()\nok = "555-0104" in text\nreturn [check("a", ok)]')
+    assert substring_checks('return [check("a", str(x).lower() in (answer or "").lower())]')
+    assert substring_checks('return [check("a", re.search(r"\\b2\\b", answer or "") is not None)]')
+    assert substring_checks('t = answer.strip()\nreturn [check("a", t.find("ok") >= 0)]')
+    # The helpers' results and other lists are not the answer's text.
+    assert not substring_checks('f = answer_facts(answer, [2])\nreturn [check("a", 2 in f["found"])]')
+    assert not substring_checks('names = [r["name"] for r in query_rows(initial_db, "SELECT name FROM t")]\n'
+                                'return [check("a", states(answer, names) and "Bob" in names)]')
+
+
+def test_gold_answers_need_helpers_and_a_report_for_write_tasks(tmp_path):
+    draft = read_env_draft(make_verified_library(tmp_path))
+    task = next(t for t in draft.tasks if t.task_id == "task_04")
+    gold = [{"tool": c.tool, "arguments": c.arguments} for c in task.gold]
+    body = 'return rubric([check("said", "Hound" in (answer or ""))])'
+    problems = answer_problems(GoldAnswer(actions=gold, expected_answer=None, verifier_body=body), task, draft)
+    assert any("a one-line report of what was done" in p for p in problems)
+    assert any("bare substring or regex test on the answer" in p for p in problems)
+    fine = 'return rubric([check("said", reports(answer, ["The Hound of the Baskervilles"]))])'
+    assert answer_problems(GoldAnswer(actions=gold, expected_answer="Done: Ana is on the list.",
+                                      verifier_body=fine), task, draft) == []
+    assert isinstance(task, Task)

@@ -1,0 +1,70 @@
+"""Gate `reward_cases`: verifier_tests.jsonl replays with the verdicts it records.
+
+The check loop keeps, per task, the trajectories its agents found about the verifier: correct
+answers in other words (paraphrases) and correct solutions by another path (the solver) must
+keep earning the full reward; exploits (the red team, wrong solutions the verifier once paid
+for) must stay below the probe threshold. Each case is replayed on a fresh episode (a paraphrase
+on the task's gold calls) with no model.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from synth.artifacts import GateResult, Task, VerifierCase
+from synth.replay import canonical, run_actions
+
+from .common import EnvFolder, Findings, run_with_env
+from .probe_kinds import clip
+from .probes import DEFAULT_THRESHOLD
+
+NAME = "reward_cases"
+
+
+def describe_calls(case: VerifierCase) -> str:
+    if case.use_gold:
+        return "the gold calls"
+    return "; ".join(f"{c.tool}({clip(canonical(c.arguments), 120)})" for c in case.calls) or "no calls"
+
+
+def case_problem(env: Any, task: Task, case: VerifierCase, threshold: float = DEFAULT_THRESHOLD) -> str | None:
+    """Why the verifier no longer gives `case` its recorded verdict (None when it does)."""
+    replay = run_actions(env, task, list(task.gold) if case.use_gold else case.calls, answer=case.answer)
+    reward = replay.reward
+    score = 0.0 if reward is None or reward.error else reward.reward
+    said = f"case {case.case_id} ({case.source}; {clip(case.note, 200)}): {describe_calls(case)}, answer " \
+           f"{clip(case.answer or '', 300)!r}"
+    failed = ", ".join(c.name for c in reward.checks if not c.passed) if reward is not None else ""
+    if case.expect == "pass":
+        if replay.errors and not case.use_gold:
+            return f"{said}: its calls no longer succeed ({clip('; '.join(replay.errors), 300)})"
+        if reward is None or reward.error or not reward.passed or score < 1.0:
+            why = reward.error if reward is not None and reward.error else f"failed checks: {failed or 'none'}"
+            return f"{said} is correct but scored {score:.2f} ({clip(why, 300)}); the verifier must give it 1.0"
+        return None
+    if score >= threshold:
+        paid = ", ".join(c.name for c in reward.checks if c.passed) if reward is not None else ""
+        return (f"{said} does not do the task but scored {score:.2f} (at least {threshold:g}; checks it passed: "
+                f"{clip(paid or 'none', 300)}); the verifier must fail it")
+    return None
+
+
+def _check(folder: EnvFolder, env: Any, found: Findings, threshold: float) -> None:
+    for problem in folder.problems.get("verifier_tests.jsonl", []):
+        found.env(problem)
+    tasks = {t.task_id: t for t in folder.tasks}
+    counts: dict[str, int] = {}
+    for case in folder.cases:
+        task = tasks.get(case.task_id)
+        if task is None:
+            continue  # a task dropped after its case was recorded
+        counts[case.source] = counts.get(case.source, 0) + 1
+        problem = case_problem(env, task, case, threshold)
+        if problem:
+            found.task(task.task_id, problem)
+    found.details.update(cases=sum(counts.values()), by_source=counts)
+
+
+def run(env_dir: Path | str, env: Any = None, *, threshold: float = DEFAULT_THRESHOLD) -> GateResult:
+    return run_with_env(NAME, env_dir, env, lambda f, e, fd: _check(f, e, fd, threshold))
