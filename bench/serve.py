@@ -227,7 +227,7 @@ def main() -> None:
 
 def _gold_calls(envs: Path, env_id: str) -> list:
     """The first task's gold calls with gold actions (read-only first), to replay."""
-    from synth.envdirs import find_env_dirs
+    from synth.folder.dirs import find_env_dirs
 
     for folder in find_env_dirs(envs):
         if folder.name == env_id or json.loads((folder / "env.json").read_text())["id"] == env_id:

@@ -23,7 +23,7 @@ sys.path.insert(0, str(DOCS.parent / "tests"))
 from playwright.sync_api import sync_playwright  # noqa: E402
 from viewkit import CHROMIUM_ARGS, chromium_path  # noqa: E402
 
-from synth.server.run import BackgroundServer  # noqa: E402
+from synth.use.server.run import BackgroundServer  # noqa: E402
 from synth.view.app import create_app  # noqa: E402
 from synth.view.sources import resolve  # noqa: E402
 

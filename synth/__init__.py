@@ -15,11 +15,12 @@ _EXPORTS = {
     "Env": "synth.runtime", "Episode": "synth.runtime", "SandboxPool": "synth.runtime",
     "Settings": "synth.config", "load_settings": "synth.config",
     "Gateway": "synth.llm", "ModelError": "synth.llm", "BudgetExceeded": "synth.llm",
-    "RunStore": "synth.store",
+    "RunStore": "synth.pipeline.store",
     "Scenario": "synth.artifacts", "Seed": "synth.artifacts", "Task": "synth.artifacts",
     "ToolSpec": "synth.artifacts", "Reward": "synth.artifacts", "Check": "synth.artifacts",
-    "generate_scenarios": "synth.scenarios", "build_env": "synth.build", "verify_env": "synth.verify",
-    "check_env": "synth.verify", "run_pipeline": "synth.pipeline", "SynthError": "synth.errors",
+    "generate_scenarios": "synth.pipeline.scenarios", "build_env": "synth.pipeline.build",
+    "verify_env": "synth.pipeline.verify", "check_env": "synth.pipeline.verify",
+    "run_pipeline": "synth.pipeline.runner", "SynthError": "synth.errors",
 }
 __all__ = ["__version__", *_EXPORTS]
 

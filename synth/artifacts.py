@@ -271,7 +271,7 @@ class Reward(BaseModel):
     passed: bool  # every check passed
     checks: list[Check] = Field(default_factory=list)  # the verifier's rubric
     error: str | None = None
-    kind: str = "rubric"  # which reward `reward` is: rubric | state | both (synth/reward.py)
+    kind: str = "rubric"  # which reward `reward` is: rubric | state | both (synth/use/reward.py)
     rubric: float | None = None  # the verifier's rubric score, when both were computed
     state: float | None = None  # the state-equivalence reward (1.0 or 0.0), when computed
     state_checks: list[Check] = Field(default_factory=list)

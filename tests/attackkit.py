@@ -26,7 +26,7 @@ if os.environ.get("SYNTH_TEST_SITE"):  # run by another user with the system Pyt
 from envkit import GOLD_ANSWERS, library_draft, run_gold  # noqa: E402
 
 from synth.artifacts import Scenario, Task, ToolSpec  # noqa: E402
-from synth.envfolder import EnvDraft, write_env  # noqa: E402
+from synth.folder.format import EnvDraft, write_env  # noqa: E402
 
 NO_PARAMS = {"type": "object", "properties": {}, "required": [], "additionalProperties": False}
 DUMMY_KEY = "sk-dummy-exfiltration-canary-0123456789"
@@ -113,8 +113,8 @@ def exfiltration(root: Path) -> dict[str, Any]:
     the env must not end verified."""
     from verifykit import make_verified_library, set_tool_body
 
-    from synth.envdirs import find_env_dirs
-    from synth.verify import check_env
+    from synth.folder.dirs import find_env_dirs
+    from synth.pipeline.verify import check_env
 
     secret, victim = _bait(root)
     server = _listener()

@@ -1,5 +1,5 @@
 """A small, correct, hand-written environment ("City Library") built through
-synth.envfolder.write_env, for tests of the runtime, gates, server and exports.
+synth.folder.format.write_env, for tests of the runtime, gates, server and exports.
 
 Four tables with foreign keys, six tools (three read, three write; ToolError on
 bad input), four tasks with gold tool calls and verifiers that fail before the
@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from synth.artifacts import Scenario, Task, ToolCall, ToolParam, ToolSpec
-from synth.envfolder import EnvDraft, write_env
-from synth.toolschema import params_to_schema
+from synth.folder.format import EnvDraft, write_env
+from synth.folder.toolschema import params_to_schema
 
 SCHEMA_SQL = """\
 CREATE TABLE members (

@@ -9,7 +9,7 @@ from typing import Any
 
 from envkit import make_library_env
 from synth.artifacts import Expectation, ToolTest
-from synth.replay import observe_call
+from synth.use.replay import observe_call
 
 TODAY = "2025-06-02"
 ACTING_USER = {"table": "members", "id": 2, "name": "Maya Patel", "role": "member"}

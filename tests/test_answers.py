@@ -10,7 +10,7 @@ import sqlite3
 import pytest
 
 from synth.artifacts import Task
-from synth.envfolder import render_verifiers_py
+from synth.folder.format import render_verifiers_py
 from synth.runtime.codecheck import check_source
 from synth.runtime.loader import load_module, unload_module
 

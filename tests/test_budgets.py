@@ -15,18 +15,18 @@ from pydantic import BaseModel
 from fake_server import FakeModelServer
 from synth.artifacts import Rules, Scenario, ToolParam, ToolSpec
 from synth.config import Settings
-from synth.database import open_bytes, table_counts
+from synth.folder.database import open_bytes, table_counts
 from synth.llm import Gateway
 from synth.llm.budgets import STAGE_BUDGETS, output_budget
 from synth.llm.errors import OutputTruncated
 from synth.llm.replay import ReplayProvider
 from synth.llm.script import Reply, Script, approx_tokens
 from synth.runtime.sandbox import SandboxPool
-from synth.stages.data import generate_data
-from synth.stages.repair import StageReport
-from synth.stages.tool_code import generate_tool_code, tool_draft
-from synth.store import RunStore
-from synth.toolschema import params_to_schema
+from synth.pipeline.stages.data import generate_data
+from synth.pipeline.stages.repair import StageReport
+from synth.pipeline.stages.tool_code import generate_tool_code, tool_draft
+from synth.pipeline.store import RunStore
+from synth.folder.toolschema import params_to_schema
 
 
 class Answer(BaseModel):
@@ -202,7 +202,7 @@ def test_a_40_tool_code_stage_completes_under_a_capped_output_on_anthropic(tmp_p
     data = "INSERT INTO items (id, name) VALUES (1, 'lamp'), (2, 'desk');"
     tools = [_tool(i) for i in range(1, N_TOOLS + 1)]
     draft = tool_draft(scenario, [], schema, data, tools)
-    from synth.database import build_database
+    from synth.folder.database import build_database
 
     script = Script().add("tool_code", "item_desk*", handler=_code_handler)
     cap = 1500

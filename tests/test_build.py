@@ -11,20 +11,20 @@ import pytest
 
 import buildkit as bk
 from synth.artifacts import TaskBatch, ToolSpecAnswer
-from synth.build import build_all, build_env, env_path, failed_path, load_scenarios
+from synth.pipeline.build import build_all, build_env, env_path, failed_path, load_scenarios
 from synth.config import Settings
 from synth.errors import InputError
 from synth.llm import Gateway
 from synth.llm.script import Reply
 from synth.runtime import Env
 from synth.runtime.sandbox import SandboxPool
-from synth.stages.data import data_problems
-from synth.stages.schema import empty_database, foreign_key_problems, schema_problems
-from synth.stages.tasks import task_problems, to_tasks
-from synth.stages.tool_probe import body_problems, plausible_arguments, probe_tools
-from synth.stages.tool_code import tool_draft
-from synth.stages.tool_spec import spec_problems, to_tool_specs
-from synth.store import RunStore
+from synth.pipeline.stages.data import data_problems
+from synth.pipeline.stages.schema import empty_database, foreign_key_problems, schema_problems
+from synth.pipeline.stages.tasks import task_problems, to_tasks
+from synth.pipeline.stages.tool_probe import body_problems, plausible_arguments, probe_tools
+from synth.pipeline.stages.tool_code import tool_draft
+from synth.pipeline.stages.tool_spec import spec_problems, to_tool_specs
+from synth.pipeline.store import RunStore
 
 
 def make_settings(fake_model, tmp_path: Path, **overrides) -> Settings:
@@ -327,7 +327,7 @@ def test_probe_catches_a_read_only_tool_that_writes_and_a_static_failure(pool):
 
 
 def test_plausible_arguments_come_from_the_data():
-    from synth.database import open_bytes
+    from synth.folder.database import open_bytes
 
     tools = {t.name: t for t in to_tool_specs(ToolSpecAnswer.model_validate(bk.tool_spec_answer()))}
     _, db_bytes = data_problems(bk.SCHEMA_SQL, bk.DATA_SQL)

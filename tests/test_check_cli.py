@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from verifykit import copy_env, make_verified_library, set_tool_body
 
 from synth.cli import app
-from synth.envfolder import read_env_draft, write_env
+from synth.folder.format import read_env_draft, write_env
 
 
 def test_check_passes_a_verified_env_and_fails_a_copy_with_a_broken_tool(tmp_path: Path) -> None:

@@ -13,14 +13,14 @@ from typer.testing import CliRunner
 from envkit import TOOL_BODIES
 from synth.artifacts import Expectation, ToolCall, ToolTest, ToolTestBatch
 from synth.config import Settings
-from synth.database import build_database
-from synth.envfolder import read_env_draft, write_env
+from synth.folder.database import build_database
+from synth.folder.format import read_env_draft, write_env
 from synth.llm import Gateway
 from synth.llm.script import Reply
-from synth.replay import preview
-from synth.stages.check_judge import describe_diff
-from synth.stages.check_tests import TestingAgent, run_tests
-from synth.verify import verify_env
+from synth.use.replay import preview
+from synth.pipeline.stages.check_judge import describe_diff
+from synth.pipeline.stages.check_tests import TestingAgent, run_tests
+from synth.pipeline.verify import verify_env
 from verifykit import BUGGY_RETURN_BOOK, judge_library, make_verified_library, proposed_tests, tool_tests
 
 

@@ -15,12 +15,12 @@ from typer.testing import CliRunner
 from verifykit import BUGGY_RETURN_BOOK, judge_library, make_verified_library, proposed_tests, set_verifier_body
 
 from synth.config import Settings
-from synth.envfolder import read_env_draft, write_env
+from synth.folder.format import read_env_draft, write_env
 from synth.errors import InputError
 from synth.llm import Gateway
 from synth.llm.script import Reply
-from synth.store import RunStore
-from synth.verify import check_env, verify_env
+from synth.pipeline.store import RunStore
+from synth.pipeline.verify import check_env, verify_env
 
 ALWAYS_PASSES = 'return [check("looks_fine", True)]'
 

@@ -87,7 +87,7 @@ def test_show_of_a_good_env_has_no_cut_words_and_a_readable_usage_line(library, 
     result = invoke("show", env)
     assert result.exit_code == 0, result.output
     assert "usage: tokens 12,345 in / 678 out, cost $0.0123" in result.output and "{" not in result.output
-    from synth.envsummary import clip
+    from synth.folder.summary import clip
 
     assert clip("one two three four", 12) == "one two …"
     assert clip("short", 12) == "short"
@@ -188,7 +188,7 @@ def test_cache_commands_never_create_a_folder_and_reject_an_unknown_stage(fake_m
     assert cleared.exit_code == 0 and "nothing to delete" in cleared.output and not missing.exists()
 
     fake_model.script.add("ping", "*", Reply(json={"ok": True, "word": "pong"}))
-    from synth.cli_model import Pong
+    from synth.cli.model import Pong
     from synth.config import Settings
     from synth.llm import Gateway
     import asyncio
@@ -226,8 +226,8 @@ def test_rollout_counts_errored_episodes_as_errors_and_exits_1(library, fake_mod
 
 
 def test_atomic_writes_get_the_mode_a_plain_write_would(tmp_path):
-    from synth.scenario_files import write_jsonl
-    from synth.store import write_atomic
+    from synth.pipeline.scenario_files import write_jsonl
+    from synth.pipeline.store import write_atomic
 
     plain = tmp_path / "plain.txt"
     plain.write_text("x")
@@ -242,7 +242,7 @@ def test_atomic_writes_get_the_mode_a_plain_write_would(tmp_path):
 
 
 def test_failure_groups_mask_numbers_but_not_model_names():
-    from synth.pipeline import reason_group
+    from synth.pipeline.runner import reason_group
 
     a = reason_group("openai/gpt-4.1-mini: HTTP 429: rate limited (gave up after 6 attempts)")
     b = reason_group("openai/gpt-4.1-mini: HTTP 503: rate limited (gave up after 2 attempts)")

@@ -1,7 +1,7 @@
 """The dedup stage with the real bundled embedding model (no mocked embeddings).
 
 Labelled pairs: tests/data/dedup_pairs.jsonl (written for the calibration in
-bench/calibrate_dedup.py). The model is loaded once per process (synth.embed
+bench/calibrate_dedup.py). The model is loaded once per process (synth.pipeline.embed
 caches it) and the pair texts are embedded once per module (shared cache dir).
 """
 
@@ -20,11 +20,11 @@ from typer.testing import CliRunner
 
 from synth.artifacts import EnvManifest, Scenario
 from synth.config import Settings
-from synth.embed import Embedder, bundled_model_path
+from synth.pipeline.embed import Embedder, bundled_model_path
 from synth.errors import InputError
-from synth.scenario_files import load_existing
-from synth.stages import dedup as dedup_module
-from synth.stages.dedup import Deduper, dedup, scenario_text
+from synth.pipeline.scenario_files import load_existing
+from synth.pipeline.stages import dedup as dedup_module
+from synth.pipeline.stages.dedup import Deduper, dedup, scenario_text
 
 PAIRS_FILE = Path(__file__).parent / "data" / "dedup_pairs.jsonl"
 THRESHOLD = Settings().dedup_threshold

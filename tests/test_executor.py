@@ -11,7 +11,7 @@ import tarfile
 
 import pytest
 
-from synth.envpack import PackError, pack_env, pack_files, unpack_env, unpack_files
+from synth.folder.pack import PackError, pack_env, pack_files, unpack_env, unpack_files
 from synth.llm import BudgetExceeded
 from synth.llm.usage import UsageMeter
 
@@ -77,7 +77,7 @@ def test_input_files_travel_by_name_as_files_or_folders(tmp_path):
 
 def test_a_worker_reads_the_input_files_the_driver_sent_not_the_driver_s_paths(tmp_path):
     from synth.config import Settings
-    from synth.executor_worker import SHIPPED, local_settings
+    from synth.pipeline.executor_worker import SHIPPED, local_settings
 
     prices = tmp_path / "driver" / "prices.json"
     prices.parent.mkdir()
@@ -96,7 +96,7 @@ def test_a_worker_reads_the_input_files_the_driver_sent_not_the_driver_s_paths(t
 def test_a_task_removes_the_folders_of_tasks_whose_worker_died(tmp_path, monkeypatch):
     import tempfile
 
-    from synth.executor_worker import TMP_PREFIX, remove_orphans
+    from synth.pipeline.executor_worker import TMP_PREFIX, remove_orphans
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)

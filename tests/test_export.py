@@ -24,11 +24,11 @@ from fake_server import FakeModelServer
 from sse_relay import SseRelay
 from synth.config import Settings
 from synth.errors import InputError
-from synth.export import export
+from synth.use.export import export
 from synth.llm import Gateway
 from synth.llm.script import Reply, ToolCall
-from synth.rollout import rollout_async
-from synth.server import background
+from synth.use.rollout import rollout_async
+from synth.use.server import background
 
 GOLD = {t.task_id: t for t in TASKS}
 

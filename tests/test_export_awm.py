@@ -22,9 +22,9 @@ import pytest
 
 from envkit import DATA_SQL, TASKS, TOOLS, library_draft
 from exportkit import make_context_library
-from synth.envfolder import write_env
-from synth.export import export
-from synth.export.awm import check_names, sample_data
+from synth.folder.format import write_env
+from synth.use.export import export
+from synth.use.export.awm import check_names, sample_data
 
 GOLD = {t.task_id: t for t in TASKS}
 

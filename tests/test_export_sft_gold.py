@@ -15,11 +15,11 @@ from typer.testing import CliRunner
 
 from envkit import library_draft
 from exportkit import add_agent_context
-from synth.agent import AgentContext, agent_messages, observation_text
+from synth.use.agent import AgentContext, agent_messages, observation_text
 from synth.cli import app
-from synth.envfolder import write_env
+from synth.folder.format import write_env
 from synth.errors import InputError
-from synth.export import export
+from synth.use.export import export
 from synth.runtime import Env
 
 

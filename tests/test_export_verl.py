@@ -15,10 +15,10 @@ from typer.testing import CliRunner
 
 from envkit import TASKS, TOOLS
 from exportkit import make_context_library
-from synth.agent import AgentContext, agent_messages
+from synth.use.agent import AgentContext, agent_messages
 from synth.cli import app
-from synth.export import export
-from synth.server import background
+from synth.use.export import export
+from synth.use.server import background
 from verl_interface import ScriptedServer, readme_overrides, run_agent_loop, verl_config
 
 TOKENIZERS = Path(__file__).parent / "data" / "tokenizers"
@@ -191,7 +191,7 @@ def test_bad_tokenizer_is_a_clear_error(env_root, tmp_path):
 
 
 def test_hermes_parser():
-    from synth.prompts import render_template
+    from synth.pipeline.prompts import render_template
 
     source = render_template("export", "verl/synth_agent_loop.py.j2", server_url="http://x", max_turns=3,
                              synth_version="t", agent_name="synth_agent")

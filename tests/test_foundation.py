@@ -12,7 +12,7 @@ import pytest
 from synth.config import ConfigError, load_settings
 from synth.llm.extract import NoJSONFound, extract_json
 from synth.llm.script import Reply
-from synth.store import RunStore, derive_run_id, write_atomic
+from synth.pipeline.store import RunStore, derive_run_id, write_atomic
 
 
 def test_settings_precedence(tmp_path):
@@ -119,7 +119,7 @@ def test_ping_401_exits_nonzero_with_one_line(fake_model, tmp_path):
 def test_cache_stats_and_clear(fake_model, tmp_path):
     import asyncio
 
-    from synth.cli_model import Pong
+    from synth.cli.model import Pong
     from synth.config import Settings
     from synth.llm import Gateway
 
@@ -141,7 +141,7 @@ def test_public_api_names_resolve():
 
 @pytest.mark.parametrize("kind", ["rich", "plain"])
 def test_progress_shows_stage_counts_and_usage(kind, capsys):
-    from synth.progress import LineProgress, RichProgress
+    from synth.pipeline.progress import LineProgress, RichProgress
 
     progress = RichProgress() if kind == "rich" else LineProgress()
     progress.usage = lambda: {"calls": 7, "cached": 2, "prompt_tokens": 100, "completion_tokens": 20, "cost": 0.5}

@@ -97,7 +97,7 @@ def test_discriminates_catches_a_task_already_satisfied_by_the_initial_data(env:
             "expected_answer": None, "verifier": "verify_task_05"}
     with (env / "tasks.jsonl").open("a") as fh:
         fh.write(json.dumps(task) + "\n")
-    from synth.envfolder import read_env_draft, write_env
+    from synth.folder.format import read_env_draft, write_env
 
     draft = read_env_draft(env)
     draft.verifier_bodies["task_05"] = (

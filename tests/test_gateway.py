@@ -12,7 +12,7 @@ from pydantic import BaseModel
 from synth.config import Settings
 from synth.llm import BudgetExceeded, Gateway, ModelError, ReplayMiss, StructuredOutputError
 from synth.llm.script import Reply, Script
-from synth.store import RunStore
+from synth.pipeline.store import RunStore
 
 
 class Answer(BaseModel):

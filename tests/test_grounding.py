@@ -15,19 +15,19 @@ import pytest
 import buildkit as bk
 from envkit import make_library_env
 from synth.artifacts import ActingUser, Scenario, Seed, Task
-from synth.build import build_env
+from synth.pipeline.build import build_env
 from synth.config import Settings
-from synth.database import build_database
-from synth.envfolder import read_env_draft, write_env
+from synth.folder.database import build_database
+from synth.folder.format import read_env_draft, write_env
 from synth.llm import Gateway
 from synth.llm.script import Reply
 from synth.llm.usage import PriceTable
-from synth.rollout import rollout_async
+from synth.use.rollout import rollout_async
 from synth.runtime.sandbox import SandboxPool
-from synth.stages.envcontext import EnvContext, data_dump, sample_rows
-from synth.stages.expand import SeedProgress, expand_messages
-from synth.stages.gold_scope import gold_messages
-from synth.store import RunStore
+from synth.pipeline.stages.envcontext import EnvContext, data_dump, sample_rows
+from synth.pipeline.stages.expand import SeedProgress, expand_messages
+from synth.pipeline.stages.gold_scope import gold_messages
+from synth.pipeline.store import RunStore
 
 ENV_STAGES_AFTER_DATA = ("tool_spec", "tool_code")
 
@@ -159,8 +159,8 @@ def test_data_shown_to_models_is_cut_by_rows_and_every_table_is_represented():
 
 def test_gold_sees_only_the_tables_and_tools_its_task_touches():
     from synth.artifacts import ToolSpecAnswer
-    from synth.envfolder import EnvDraft
-    from synth.stages.tool_spec import to_tool_specs
+    from synth.folder.format import EnvDraft
+    from synth.pipeline.stages.tool_spec import to_tool_specs
 
     tools = to_tool_specs(ToolSpecAnswer.model_validate(bk.tool_spec_answer()))
     draft = EnvDraft(env_id=bk.ENV_ID, title=bk.SCENARIO.name, scenario=bk.SCENARIO, schema_sql=bk.SCHEMA_SQL,

@@ -15,9 +15,9 @@ from mcp.shared.exceptions import MCPError
 
 from envkit import TASKS, make_library_env
 from exportkit import make_context_library
-from synth.agent import AgentContext, agent_messages
-from synth.server import background
-from synth.tool_annotations import observed_changes, tool_hints
+from synth.use.agent import AgentContext, agent_messages
+from synth.use.server import background
+from synth.use.annotations import observed_changes, tool_hints
 
 LIBRARY = "city_library"
 

@@ -12,7 +12,7 @@ from verifykit import make_verified_library, set_verifier_body
 
 import synth_validators
 from synth.artifacts import Task, ToolCall
-from synth.envfolder import read_env_draft, write_env
+from synth.folder.format import read_env_draft, write_env
 from synth_validators import probes
 
 # A read task whose answer names records: the one the over-inclusive probe needs.

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 from envkit import GOLD_ANSWERS, make_library_env
 
-from synth.database import build_database
-from synth.replay import VOLATILE, state_diff
-from synth.reward import compare_states, expected_facts, state_match_reward
+from synth.folder.database import build_database
+from synth.use.replay import VOLATILE, state_diff
+from synth.use.reward import compare_states, expected_facts, state_match_reward
 from synth.runtime import Env
 
 

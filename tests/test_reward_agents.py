@@ -15,11 +15,11 @@ from envkit import GOLD_ANSWERS, TASKS, VERIFIER_BODIES
 from verifykit import make_verified_library, set_verifier_body
 
 from synth.config import Settings
-from synth.envfolder import read_env_draft, write_env
+from synth.folder.format import read_env_draft, write_env
 from synth.llm import Gateway
 from synth.llm.script import Reply
 from synth.runtime import Env
-from synth.verify import check_env, verify_env
+from synth.pipeline.verify import check_env, verify_env
 
 GOLD = {t.task_id: t for t in TASKS}
 COUNTS = 'sorted({r["available_copies"] for r in query_rows(initial_db, "SELECT available_copies FROM books")} - {2})'

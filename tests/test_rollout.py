@@ -16,7 +16,7 @@ from synth.artifacts import Task, Trajectory
 from synth.config import Settings
 from synth.llm import Gateway
 from synth.llm.script import Reply, ToolCall
-from synth.rollout import read_trajectories, rollout_async, window_samples
+from synth.use.rollout import read_trajectories, rollout_async, window_samples
 
 GOLD = {t.task_id: t for t in TASKS}
 

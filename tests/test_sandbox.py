@@ -20,7 +20,7 @@ import pytest
 
 from envkit import library_draft, make_library_env, run_gold
 from synth.artifacts import Scenario, Task, ToolSpec
-from synth.envfolder import EnvDraft, render_tools_py, render_verifiers_py, write_env
+from synth.folder.format import EnvDraft, render_tools_py, render_verifiers_py, write_env
 from synth.runtime import CodeRejected, Env, SandboxPool, check_source
 
 NO_PARAMS = {"type": "object", "properties": {}, "required": [], "additionalProperties": False}

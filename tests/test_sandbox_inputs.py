@@ -24,7 +24,7 @@ from envkit import make_library_env
 from synth.cli import app
 from synth.errors import InputError
 from synth.runtime import Env, SandboxPool
-from synth.server import background
+from synth.use.server import background
 
 README = Path(__file__).parents[1] / "README.md"
 
@@ -185,7 +185,7 @@ def test_8_host_and_origin_are_checked_on_rest_and_mcp(served):
 
 
 def test_8_remote_serving_is_configured_with_allowed_hosts(tmp_path):
-    from synth.server.guard import ServerGuards
+    from synth.use.server.guard import ServerGuards
 
     tiny_env(tmp_path / "envs", "remote", {"echo": "return 'ok'"})
     guards = ServerGuards(allowed_hosts=["trainer.cluster:*"], allowed_origins=[])
@@ -235,7 +235,7 @@ def test_9_trusted_is_documented_as_unprotected():
 def test_envs_are_not_verified_without_the_os_layer_unless_allowed(tmp_path, capfd):
     from verifykit import make_verified_library
 
-    from synth.verify import check_env
+    from synth.pipeline.verify import check_env
     from synth.runtime import workerproc
 
     env = make_verified_library(tmp_path)

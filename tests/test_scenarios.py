@@ -22,13 +22,13 @@ from typer.testing import CliRunner
 
 from synth.artifacts import Scenario, Seed
 from synth.config import Settings
-from synth.embed import Embedder
+from synth.pipeline.embed import Embedder
 from synth.llm import Gateway
 from synth.llm.script import Reply
-from synth.scenarios import generate_scenarios
-from synth.stages.dedup import scenario_text
-from synth.stages.expand import MAX_WORDS, MIN_WORDS
-from synth.store import RunStore
+from synth.pipeline.scenarios import generate_scenarios
+from synth.pipeline.stages.dedup import scenario_text
+from synth.pipeline.stages.expand import MAX_WORDS, MIN_WORDS
+from synth.pipeline.store import RunStore
 
 DRAFTS = json.loads((Path(__file__).parent / "data" / "scenario_drafts.json").read_text())
 VET = Seed(name="veterinary clinic", description="clinics that treat pets and farm animals", category="healthcare")

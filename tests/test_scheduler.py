@@ -11,7 +11,7 @@ import asyncio
 from dataclasses import dataclass
 
 from synth.artifacts import Scenario
-from synth.scheduler import BUDGET, CAP, EXHAUSTED, REACHED, Provisioned, schedule, yield_estimate
+from synth.pipeline.scheduler import BUDGET, CAP, EXHAUSTED, REACHED, Provisioned, schedule, yield_estimate
 
 
 @dataclass

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from synth.errors import InputError
-from synth.seeds import bundled_seeds_path, load_bundled_seeds, load_seeds, name_key, parse_seeds
+from synth.pipeline.seeds import bundled_seeds_path, load_bundled_seeds, load_seeds, name_key, parse_seeds
 
 GOOD = """\
 # comment line

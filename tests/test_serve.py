@@ -20,7 +20,7 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from envkit import TOOLS, make_library_env
-from synth.server import background
+from synth.use.server import background
 
 LIBRARY = "city_library"
 

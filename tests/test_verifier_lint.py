@@ -4,10 +4,10 @@ test, and write tasks without a report of what was done."""
 from __future__ import annotations
 
 from synth.artifacts import GoldAnswer, Task
-from synth.stages.gold import answer_problems
-from synth.stages.verifier_lint import substring_checks
+from synth.pipeline.stages.gold import answer_problems
+from synth.pipeline.stages.verifier_lint import substring_checks
 from verifykit import make_verified_library
-from synth.envfolder import read_env_draft
+from synth.folder.format import read_env_draft
 
 
 def test_bare_substring_tests_on_the_answer_are_found():

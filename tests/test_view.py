@@ -353,7 +353,7 @@ def test_review_is_written_and_export_and_serve_skip_rejected(tmp_path, out: Pat
     _, exported = export("--include-rejected")
     assert exported == {LIBRARY, VET, COWORK}
 
-    from synth.server.app import load_envs
+    from synth.use.server.app import load_envs
 
     loaded = load_envs(root)
     try:
@@ -433,15 +433,15 @@ def test_list_page_benchmark_runs(out: Path):
 def test_serve_command_skips_rejected_envs_unless_included(tmp_path, out: Path, monkeypatch):
     from typer.testing import CliRunner
 
-    import synth.server.run
+    import synth.use.server.run
     from synth.cli import app
-    from synth.review import write_review
+    from synth.folder.review import write_review
 
     root = tmp_path / "envs"
     for name in (LIBRARY, VET):
         shutil.copytree(out / "envs" / name, root / name)
     write_review(root / VET, "rejected", "broken verifier", "ana")
-    monkeypatch.setattr(synth.server.run, "serve_forever", lambda *a, **k: None)  # build the app, do not listen
+    monkeypatch.setattr(synth.use.server.run, "serve_forever", lambda *a, **k: None)  # build the app, do not listen
     served = CliRunner().invoke(app, ["serve", str(root)])
     assert served.exit_code == 0, served.output
     assert f"serving 1 env(s) ({LIBRARY})" in served.stdout

@@ -21,7 +21,7 @@ if CHROMIUM is None:
                 "to run the browser tests", allow_module_level=True)
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed; pip install -e '.[dev]'")
 
-from synth.server.run import BackgroundServer  # noqa: E402
+from synth.use.server.run import BackgroundServer  # noqa: E402
 from synth.view.app import create_app  # noqa: E402
 from synth.view.sources import resolve  # noqa: E402
 

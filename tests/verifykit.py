@@ -15,9 +15,9 @@ from typing import Any
 from envkit import TOOL_BODIES, make_library_env
 
 from synth.artifacts import Expectation, ToolTest
-from synth.envfolder import read_env_draft, write_env
+from synth.folder.format import read_env_draft, write_env
 from synth.llm.script import Reply, RequestInfo
-from synth.replay import observe_call
+from synth.use.replay import observe_call
 
 # (tool, arguments, expect, expected_error, expected_change, changed_tables)
 LIBRARY_CASES: list[tuple[str, dict[str, Any], str, str, str, list[str]]] = [

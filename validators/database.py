@@ -12,9 +12,9 @@ import sqlite3
 from pathlib import Path
 
 from synth.artifacts import GateResult
-from synth.envfiles import read_env_bytes, read_env_text
+from synth.folder.files import read_env_bytes, read_env_text
 from synth.errors import InputError
-from synth.database import DatabaseError, build_database, check_database, db_sha256, open_bytes
+from synth.folder.database import DatabaseError, build_database, check_database, db_sha256, open_bytes
 
 from .common import Findings, read_folder
 
@@ -25,7 +25,7 @@ def run(env_dir: Path | str, env=None) -> GateResult:  # noqa: ARG001 - same sig
     folder = read_folder(env_dir)
     found = Findings(NAME)
     root = folder.root
-    try:  # no symlink, no special file, no size beyond the limit (synth.envfiles)
+    try:  # no symlink, no special file, no size beyond the limit (synth.folder.files)
         initial = read_env_bytes(root, "db/initial.sqlite")
     except InputError as exc:
         initial = None

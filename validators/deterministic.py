@@ -14,7 +14,7 @@ from typing import Any
 
 from synth.artifacts import GateResult, Reward, Task
 from synth.errors import SynthError
-from synth.replay import answer_text, canonical, diff_summary, state_diff
+from synth.use.replay import answer_text, canonical, diff_summary, state_diff
 
 from .common import EnvFolder, Findings, run_with_env
 

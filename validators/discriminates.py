@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from synth.artifacts import GateResult
-from synth.replay import last_write_index, run_actions
+from synth.use.replay import last_write_index, run_actions
 
 from .common import EnvFolder, Findings, run_with_env
 

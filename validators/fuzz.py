@@ -13,8 +13,8 @@ from collections import defaultdict
 from typing import Any
 
 from synth.artifacts import ToolCall, ToolParam, ToolSpec
-from synth.database import open_bytes, table_columns, user_tables
-from synth.toolschema import schema_to_params
+from synth.folder.database import open_bytes, table_columns, user_tables
+from synth.folder.toolschema import schema_to_params
 
 _MAX_VALUES = 60  # distinct values kept per column
 _WORDS = ("alpha", "test", "none", "2025-06-02", "unknown", "x")

@@ -16,7 +16,7 @@ from typing import Any
 
 from synth.artifacts import GateResult, Reward, Task
 from synth.config import Settings
-from synth.replay import run_actions
+from synth.use.replay import run_actions
 
 from .common import EnvFolder, Findings, run_with_env
 from .probe_kinds import ProbeContext, build_probes, clip, new_context

@@ -16,7 +16,7 @@ from typing import Any
 
 from synth.artifacts import PASSING_VERDICTS, GateResult
 from synth.config import Settings
-from synth.replay import observation_mismatch, observe_call
+from synth.use.replay import observation_mismatch, observe_call
 
 from .common import EnvFolder, Findings, run_with_env
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from synth.artifacts import GateResult, Task, VerifierCase
-from synth.replay import canonical, run_actions
+from synth.use.replay import canonical, run_actions
 
 from .common import EnvFolder, Findings, run_with_env
 from .probe_kinds import clip

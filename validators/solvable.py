@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from synth.artifacts import GateResult
-from synth.replay import reward_problem, run_actions
+from synth.use.replay import reward_problem, run_actions
 
 from .common import EnvFolder, Findings, run_with_env
 

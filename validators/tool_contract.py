@@ -14,10 +14,10 @@ import ast
 from pathlib import Path
 
 from synth.artifacts import GateResult
-from synth.envfiles import read_env_text
+from synth.folder.files import read_env_text
 from synth.errors import InputError
 from synth.runtime.codecheck import parse_source
-from synth.toolschema import PY_TYPES, check_portable_schema
+from synth.folder.toolschema import PY_TYPES, check_portable_schema
 
 from .common import Findings, read_folder
 

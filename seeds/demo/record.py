@@ -20,7 +20,7 @@ from typing import Any
 
 from synth.config import Settings
 from synth.llm.budgets import pack, planned_tokens
-from synth.stages import check_paraphrase, check_redteam, check_solver
+from synth.pipeline.stages import check_paraphrase, check_redteam, check_solver
 
 HERE = Path(__file__).resolve().parent
 NEW_STAGES = ("paraphrase", "solve", "red_team")

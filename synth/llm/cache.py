@@ -15,7 +15,7 @@ from typing import Any
 
 import sqlite_utils
 
-from synth.sqlitedb import LockedDatabase
+from synth.folder.sqlitedb import LockedDatabase
 
 CACHE_FILE = "llm-cache.sqlite"
 

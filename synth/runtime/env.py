@@ -16,12 +16,12 @@ from typing import Any
 from pydantic import ValidationError
 
 from synth.artifacts import EnvBug, EnvManifest, Task, ToolSpec
-from synth.database import db_sha256
-from synth.envfiles import env_file_exists, parse_json, read_env_bytes, read_env_json, read_env_text, safe_env_id
+from synth.folder.database import db_sha256
+from synth.folder.files import env_file_exists, parse_json, read_env_bytes, read_env_json, read_env_text, safe_env_id
 from synth.errors import InputError
 from synth.runtime.episode import Episode
 from synth.runtime.schema_check import ArgumentValidator
-from synth.toolschema import check_portable_schema
+from synth.folder.toolschema import check_portable_schema
 
 REQUIRED_FILES = ("env.json", "tools.json", "tools.py", "tasks.jsonl", "verifiers.py", "db/initial.sqlite")
 
@@ -59,7 +59,7 @@ class Env:
     def load(cls, path: Path | str, *, trusted: bool = False, pool: Any = None) -> "Env":
         """Load an env folder. trusted=True runs its code in this process with no protection
         (envs you wrote or reviewed only); otherwise it runs in `pool` (default: the shared
-        SandboxPool). The folder is read as untrusted input (see synth.envfiles)."""
+        SandboxPool). The folder is read as untrusted input (see synth.folder.files)."""
         root = Path(path)
         if not root.is_dir():
             raise InputError(f"env folder not found: {root}; pass a folder made by `synth build` "

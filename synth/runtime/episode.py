@@ -18,7 +18,7 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 from synth.artifacts import Check, EnvBug, Reward, Task, TrajectoryStep
-from synth.database import open_bytes
+from synth.folder.database import open_bytes
 from synth.runtime.guards import clean_text
 from synth.runtime.sandbox import EpisodeLost
 from synth.runtime.schema_check import ArgumentError
@@ -134,12 +134,12 @@ class Episode:
 
     def evaluate(self, answer: Any = None, reward: str = "rubric", *, state: bool = True) -> Reward:
         """The task's rewards: the verifier's rubric and (unless state=False) the state-equivalence
-        reward beside it (synth/reward.py); `reward` picks the one Reward.reward holds: "rubric",
+        reward beside it (synth/use/reward.py); `reward` picks the one Reward.reward holds: "rubric",
         "state" or "both"."""
         rubric = self._rubric(answer)
         if not state or self.task is None or self.closed:
             return rubric
-        from synth.reward import with_state
+        from synth.use.reward import with_state
 
         return with_state(self, rubric, answer, reward)
 

@@ -21,7 +21,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from synth import __version__
 from synth.errors import SynthError
-from synth.review import DECISIONS, write_review
+from synth.folder.review import DECISIONS, write_review
 from synth.view import runs as runs_mod
 from synth.view.dbread import ROWS_PAGE, table_page
 from synth.view.envdata import load_detail

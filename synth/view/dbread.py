@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from synth.database import table_columns, user_tables
+from synth.folder.database import table_columns, user_tables
 
 ROWS_PAGE = 50
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from synth.errors import InputError
-from synth.review import read_review
+from synth.folder.review import read_review
 from synth.view.dbread import TableInfo, schema
 
 

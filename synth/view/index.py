@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from synth.errors import InputError
-from synth.review import read_review
+from synth.folder.review import read_review
 from synth.view.sources import Sources
 
 _WATCHED = ("env.json", "report.json", "review.json", "tools.json", "tasks.jsonl", "tests.jsonl")

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from synth.errors import InputError, SynthError
-from synth.replay import state_diff
+from synth.use.replay import state_diff
 
 MAX_SESSIONS = 16
 IDLE_SECONDS = 1800.0

@@ -1,0 +1,390 @@
+"""Stage `check`: EnvScaler's testing agent / checking agent pair, made to repair.
+
+Each round runs these steps, each a method so later checks can join the loop:
+1. write_tests: the testing agent (stages/check_tests.py) writes tests for every
+   tool that has none yet, several tools per call;
+2. run_tests: synth runs every test not yet run on a fresh episode in the
+   sandbox: setup calls, then the call under test, recording the result, the
+   database change and any rule of rules.json the call broke. A crash or a
+   broken rule is a fail with no model needed;
+3. judge: the checking agent (stages/check_judge.py, `--judge-model`) judges
+   the rest: pass, test_wrong (the tool is right, the test is not) or fail;
+4. gates: the env folder is written and every quality gate runs (synth_validators);
+5. findings: what the tests and gates blame, per tool and per task (Findings);
+6. reward agents, once the tools are clean (stages/check_rewards.py): paraphrases
+   of read tasks' answers, an independent solver and a red team, with the
+   checking agent on what they find; verifier false negatives, loose verifiers
+   and exploits become task findings, and every case stays in
+   verifier_tests.jsonl as a regression case;
+7. done when the pass rate reaches settings.check_pass_rate, every gate passes
+   and nothing is blamed; a tool still blamed after the last round blocks
+   verification (never shipped as a warning). Otherwise repair: blamed tools
+   get a new body (stages/check_repair.py) and their tests rerun next round;
+   tasks blamed by a gate get new gold actions/verifiers (stages/gold.py).
+Every repair is recorded with its evidence and code before and after.
+settings.check_rounds bounds the rounds; the reasons of a loop that ends
+unfinished are kept. Every test ends up in tests.jsonl, replayable with no model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from synth.artifacts import PASSING_VERDICTS, GateResult, RepairRecord, ToolTest, VerifierCase
+from synth.config import Settings
+from synth.folder.database import build_database, open_bytes, user_tables
+from synth.folder.format import EnvDraft, write_env
+from synth.errors import SynthError
+from synth.llm import BudgetExceeded, Gateway, ModelError
+from synth.use.replay import canonical, gold_problems
+from synth.pipeline.stages.check_judge import CheckingAgent
+from synth.pipeline.stages.check_repair import repair_tool, verifier_record
+from synth.pipeline.stages.check_rewards import AgentBook, run_reward_agents
+from synth.pipeline.stages.check_tests import TestingAgent, automatic_verdict, run_tests
+from synth.pipeline.stages.gold import generate_gold
+from synth.pipeline.stages.repair import clip
+from synth.pipeline.stages.tool_probe import body_problems
+
+TASK_GATES = ("solvable", "discriminates", "probes", "reward_cases", "deterministic", "robust")  # they blame tasks
+REPLAY_GATES = ("solvable", "discriminates")  # findings that replaying the gold solution can re-check
+TOOL_GATES = ("regression", "rules", "robust")  # their findings blame tool bodies
+
+
+class RoundReport(BaseModel):
+    round: int
+    tests: int = 0
+    new_tests: int = 0
+    ran: int = 0
+    pass_rate: float = 0.0
+    failing_tools: list[str] = Field(default_factory=list)
+    test_wrong: int = 0  # tests whose expectation the judge found wrong (the tool is right)
+    gates: dict[str, bool] = Field(default_factory=dict)
+    repaired_tools: list[str] = Field(default_factory=list)
+    repaired_tasks: list[str] = Field(default_factory=list)
+    repairs: list[RepairRecord] = Field(default_factory=list)
+    errors: list[str] = Field(default_factory=list)
+    agents: dict[str, Any] = Field(default_factory=dict)  # task -> reward agent -> what it found
+    new_cases: int = 0  # verifier regression cases added this round
+
+
+class CheckLoopResult(BaseModel):
+    draft: EnvDraft
+    passed: bool
+    pass_rate: float
+    rounds: list[RoundReport]
+    gates: list[GateResult]
+    reasons: list[str] = Field(default_factory=list)
+    budget_stopped: bool = False
+    judge_model: str = ""
+
+
+@dataclass
+class Findings:
+    """What a round blames: tools (with their failing tests and other evidence) and tasks."""
+
+    failing_tests: dict[str, list[ToolTest]] = field(default_factory=dict)
+    tools: dict[str, list[str]] = field(default_factory=dict)  # evidence besides failing tests
+    tasks: dict[str, list[str]] = field(default_factory=dict)
+    verifier_suspect: set[str] = field(default_factory=set)  # the verifier itself, not the tools, is at fault
+
+    def blamed_tools(self) -> list[str]:
+        return sorted(set(self.failing_tests) | set(self.tools))
+
+    def tool(self, name: str, problem: str) -> None:
+        self.tools.setdefault(name, []).append(problem)
+
+    def task(self, task_id: str, problem: str, *, verifier: bool = False) -> None:
+        self.tasks.setdefault(task_id, []).append(problem)
+        if verifier:
+            self.verifier_suspect.add(task_id)
+
+
+def pass_rate(tests: list[ToolTest]) -> float:
+    return sum(t.verdict in PASSING_VERDICTS for t in tests) / len(tests) if tests else 0.0
+
+
+class CheckLoop:
+    def __init__(self, draft: EnvDraft, env_dir: Path, gateway: Gateway, settings: Settings, pool: Any):
+        self.draft, self.env_dir, self.gateway, self.settings, self.pool = draft, Path(env_dir), gateway, settings, pool
+        self.db_bytes = build_database(draft.schema_sql, draft.data_sql)
+        conn = open_bytes(self.db_bytes, readonly=True)
+        try:
+            self.tables = user_tables(conn)
+        finally:
+            conn.close()
+        self.tests: list[ToolTest] = []
+        for raw in draft.tests:
+            try:
+                self.tests.append(ToolTest.model_validate(raw))
+            except ValueError:
+                continue  # a malformed line from an older run: its tool simply gets new tests
+        self.tester = TestingAgent(draft, self.db_bytes, gateway, self.tables)
+        self.checker = CheckingAgent(gateway.judge())
+        self.budget: BudgetExceeded | None = None
+        self.repairs: dict[str, list[str]] = {}  # tool -> diagnoses of its earlier repairs
+        self.agents = AgentBook(draft.verifier_tests)  # what the reward agents already checked
+
+    async def _gather(self, calls: list, errors: list[str], labels: list[str]) -> list:
+        """Run model-bound calls together; record item errors, remember a budget stop."""
+        results = await asyncio.gather(*calls, return_exceptions=True)
+        out = []
+        for label, result in zip(labels, results):
+            if isinstance(result, BudgetExceeded):
+                self.budget = self.budget or result
+                out.append(None)
+            elif isinstance(result, (ModelError, SynthError)):
+                errors.append(f"{label}: {clip(str(result), 300)}")
+                out.append(None)
+            elif isinstance(result, BaseException):
+                raise result
+            else:
+                out.append(result)
+        return out
+
+    # ----------------------------------------------------------------- the steps of a round
+
+    async def write_tests(self, report: RoundReport) -> None:
+        self.tester.draft = self.draft
+        untested = [t for t in self.draft.tools if not any(x.tool == t.name for x in self.tests)]
+        batches = self.tester.batches(untested)
+        proposed = await self._gather([self.tester.propose(b) for b in batches], report.errors,
+                                      [f"check_tests {'+'.join(t.name for t in b)}" for b in batches])
+        for tests in proposed:
+            self.tests += tests or []
+            report.new_tests += len(tests or [])
+
+    async def run_tests(self, report: RoundReport) -> None:
+        pending = [t for t in self.tests if t.observed is None]
+        if not pending:
+            return
+        self._save()
+        load_error = await asyncio.to_thread(run_tests, self.env_dir, pending, pool=self.pool,
+                                             volatile=self.draft.volatile_columns, rules=self.draft.rules)
+        if load_error:
+            report.errors.append(f"the env could not be loaded to run tests: {clip(load_error, 500)}")
+        report.ran = 0 if load_error else len(pending)
+
+    async def judge(self, report: RoundReport) -> None:
+        unjudged: dict[str, list[ToolTest]] = {}
+        for test in self.tests:
+            if test.observed is not None and test.verdict is None:
+                unjudged.setdefault(test.tool, []).append(test)
+        batches = self.checker.batches(unjudged)
+        await self._gather([self.checker.judge(self.draft, b, unjudged) for b in batches], report.errors,
+                           [f"check_judge {'+'.join(b)}" for b in batches])
+
+    def gates(self) -> list[GateResult]:
+        from synth_validators import run_all
+
+        return run_all(self.env_dir, pool=self.pool, required_rate=self.settings.check_pass_rate,
+                       settings=self.settings)
+
+    def findings(self, gates: list[GateResult]) -> Findings:
+        found = Findings()
+        for test in self.tests:
+            if test.verdict == "fail":
+                found.failing_tests.setdefault(test.tool, []).append(test)
+        names = {t.name for t in self.draft.tools}
+        for gate in gates:
+            if gate.name in TOOL_GATES:
+                for name, problems in gate.details.get("tools", {}).items():
+                    if name in names:
+                        for p in problems:
+                            found.tool(name, f"{gate.name} gate: {p}")
+            if gate.name in TASK_GATES:
+                for task_id, problems in gate.details.get("tasks", {}).items():
+                    for p in problems:
+                        found.task(task_id, p, verifier=gate.name not in REPLAY_GATES)
+        for tool in self.draft.tools:  # a body that fails the static check breaks the whole module
+            for p in body_problems(tool.name, self.draft.tool_bodies.get(tool.name, "")):
+                found.tool(tool.name, f"static check: {p}")
+        return found
+
+    # ----------------------------------------------------------------- the loop
+
+    def _save(self) -> None:
+        self.draft.tests = [t.model_dump(mode="json") for t in self.tests]
+        write_env(self.draft, self.env_dir, db_bytes=self.db_bytes)
+
+    def _result(self, rounds: list[RoundReport], gates: list[GateResult], passed: bool) -> CheckLoopResult:
+        reasons = [] if passed else self._reasons(gates)
+        return CheckLoopResult(draft=self.draft, passed=passed, pass_rate=round(pass_rate(self.tests), 4),
+                               rounds=rounds, gates=gates, reasons=reasons, budget_stopped=self.budget is not None,
+                               judge_model=self.checker.model)
+
+    def _reasons(self, gates: list[GateResult]) -> list[str]:
+        rate = pass_rate(self.tests)
+        reasons = []
+        if self.budget is not None:
+            reasons.append(str(self.budget))
+        if rate < self.settings.check_pass_rate:
+            failing = sorted({t.tool for t in self.tests if t.verdict not in PASSING_VERDICTS})
+            reasons.append(f"test pass rate {rate:.0%} < {self.settings.check_pass_rate:.0%} "
+                           f"(failing tools: {', '.join(failing) or '-'})")
+        blamed = sorted({t.tool for t in self.tests if t.verdict == "fail"})
+        if blamed:
+            reasons.append(f"tools still judged wrong after the last repair: {', '.join(blamed)}")
+        for gate in gates:
+            if not gate.passed:
+                reasons.append(f"gate {gate.name}: " + "; ".join(clip(e, 300) for e in gate.evidence[:5]))
+        return reasons
+
+    async def run(self) -> CheckLoopResult:
+        rounds: list[RoundReport] = []
+        gates: list[GateResult] = []
+        for number in range(1, self.settings.check_rounds + 1):
+            report = RoundReport(round=number)
+            rounds.append(report)
+            self._save()
+            await self.write_tests(report)
+            if self.budget is not None:
+                break
+            await self.run_tests(report)
+            await self.judge(report)
+            if self.budget is not None:
+                break
+            self._save()
+            gates = await asyncio.to_thread(self.gates)
+            found = self.findings(gates)
+            self._keep_probe_cases(gates)
+            report.tests, report.pass_rate = len(self.tests), round(pass_rate(self.tests), 4)
+            report.test_wrong = sum(t.verdict == "test_wrong" for t in self.tests)
+            report.gates = {g.name: g.passed for g in gates}
+            report.failing_tools = sorted(found.failing_tests)
+            tools_clean = report.pass_rate >= self.settings.check_pass_rate and not found.blamed_tools()
+            if tools_clean:
+                await self.reward_agents(report, found, gates)
+                if self.budget is not None:
+                    break
+                if report.new_cases and not found.tasks:  # the gates record the new regression cases
+                    self._save()
+                    gates = await asyncio.to_thread(self.gates)
+                    found = self.findings(gates)
+                    report.gates = {g.name: g.passed for g in gates}
+            met = report.pass_rate >= self.settings.check_pass_rate and all(g.passed for g in gates)
+            if met and not found.blamed_tools() and not found.tasks:
+                return self._result(rounds, gates, passed=True)
+            if number == self.settings.check_rounds:
+                break
+            await self.repair(report, found)
+            if self.budget is not None:
+                break
+        self._save()
+        return self._result(rounds, gates, passed=False)
+
+    # ----------------------------------------------------------------- the reward agents
+
+    async def reward_agents(self, report: RoundReport, found: Findings, gates: list[GateResult]) -> None:
+        """Paraphrases, the solver and the red team on the tasks due; what they blame joins `found`."""
+        result = await run_reward_agents(self.agents, self.draft, self.env_dir, self.gateway, self.settings,
+                                         self.pool, gates)
+        if result is None:
+            return
+        if result.budget is not None:
+            self.budget = self.budget or result.budget
+        self.draft.verifier_tests = self.draft.verifier_tests + [c.model_dump(mode="json") for c in result.cases]
+        report.new_cases, report.agents = len(result.cases), result.summary
+        report.errors += result.errors
+        for task_id, problems in result.problems.items():
+            for problem in problems:
+                found.task(task_id, problem, verifier=True)
+
+    # ----------------------------------------------------------------- repairs
+
+    async def repair(self, report: RoundReport, found: Findings) -> None:
+        names = found.blamed_tools()
+        records = await self._gather(
+            [repair_tool(self.draft, self.gateway, n, found.tools.get(n, []), found.failing_tests.get(n, []),
+                         self.repairs.setdefault(n, [])) for n in names],
+            report.errors, [f"check_repair {n}" for n in names])
+        for record in records:
+            if record is not None:
+                report.repairs.append(record)
+                report.repaired_tools.append(record.name)
+                for test in self.tests:  # its tests run again on the new body
+                    if test.tool == record.name:
+                        test.observed, test.verdict, test.reason = None, None, ""
+        task_problems = found.tasks
+        if not task_problems or self.budget is not None:
+            return
+        self._save()  # gold repairs see the repaired tools
+        if report.repaired_tools:  # a task may have failed only because of a tool that is now fixed
+            task_problems = await asyncio.to_thread(self._recheck, task_problems, found.verifier_suspect)
+            if not task_problems:
+                return
+        before = self.draft.model_copy(deep=True)
+        self._clarify(task_problems)
+        try:
+            self.draft, gold = await generate_gold(self.draft, self.gateway, self.settings,
+                                                   task_ids=sorted(task_problems), feedback=task_problems,
+                                                   pool=self.pool, db_bytes=self.db_bytes, sample=report.round)
+        except BudgetExceeded as exc:
+            self.budget = exc
+            self.draft = getattr(exc, "draft", self.draft)
+            return
+        report.repaired_tasks = sorted(task_problems)
+        for task_id in report.repaired_tasks:
+            outcome = gold.tasks.get(task_id)
+            if outcome is not None and not outcome.error:
+                report.repairs.append(verifier_record(before, self.draft, task_id, task_problems[task_id],
+                                                      outcome.diagnosis))
+        report.errors += [f"gold {tid}: {clip(o.error, 300)}" for tid, o in gold.tasks.items() if o.error]
+
+    def _keep_probe_cases(self, gates: list[GateResult]) -> None:
+        """Every probe a verifier paid for stays in verifier_tests.jsonl as a case it must fail."""
+        known = {(c.get("task_id"), canonical([c.get("calls"), c.get("answer")])) for c in self.draft.verifier_tests}
+        paid = next((g.details.get("exploits", {}) for g in gates if g.name == "probes"), {})
+        for task_id, exploits in paid.items():
+            for e in exploits:
+                if (task_id, canonical([e["calls"], e["answer"]])) in known:
+                    continue
+                self.agents.numbers[task_id] = self.agents.numbers.get(task_id, 0) + 1
+                case = VerifierCase(case_id=f"{task_id}.probe.{self.agents.numbers[task_id]}", task_id=task_id,
+                                    source="probe", calls=e["calls"], answer=e["answer"], expect="fail",
+                                    note=f"the {e['probe']} probe", found_reward=e["reward"])
+                self.draft.verifier_tests = self.draft.verifier_tests + [case.model_dump(mode="json")]
+
+    def _clarify(self, task_problems: dict[str, list[str]]) -> None:
+        """Give the tasks the checking agent found ambiguous their clarified instructions."""
+        clarified = {k: v for k, v in self.agents.clarified.items() if k in task_problems and v}
+        if clarified:
+            self.draft.tasks = [t.model_copy(update={"instruction": clarified[t.task_id]})
+                                if t.task_id in clarified else t for t in self.draft.tasks]
+            for task_id in clarified:
+                self.agents.clarified.pop(task_id, None)
+
+    def _recheck(self, task_problems: dict[str, list[str]], keep: set[str]) -> dict[str, list[str]]:
+        """Replay the blamed tasks on the repaired tools; only those still failing need the model."""
+        from synth.runtime import Env
+
+        try:
+            env = Env.load(self.env_dir, pool=self.pool)
+        except SynthError:
+            return task_problems  # the model will be shown the gates' findings
+        try:
+            out = {}
+            for task_id, found in task_problems.items():
+                task = next((t for t in self.draft.tasks if t.task_id == task_id), None)
+                if task is None:
+                    continue
+                now = gold_problems(env, task) if task_id not in keep else found
+                if now:
+                    out[task_id] = now
+            return out
+        finally:
+            env.close()
+
+
+async def run_check_loop(draft: EnvDraft, env_dir: Path | str, gateway: Gateway, settings: Settings, *,
+                         pool: Any = None) -> CheckLoopResult:
+    """Run the check loop on `draft`, writing the env folder at `env_dir` as it goes."""
+    return await CheckLoop(draft.model_copy(deep=True), Path(env_dir), gateway, settings, pool).run()
+
+
+__all__ = ["CheckLoop", "CheckLoopResult", "Findings", "RoundReport", "TASK_GATES", "automatic_verdict",
+           "pass_rate", "run_check_loop"]

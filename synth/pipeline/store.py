@@ -1,0 +1,238 @@
+"""The run store: a run folder with its resolved config and a run database.
+
+generated/runs/<run_id>/
+  config.json   resolved settings (no secrets)
+  run.sqlite    items (stage, item id, status, attempts, error, output) and model calls
+
+Rerunning the same command opens the same run: items marked done are skipped,
+failed ones are retried while attempts remain. Completion markers live in the
+database; files are written atomically so a kill -9 leaves no half file.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+import sqlite_utils
+
+from synth.folder.sqlitedb import LockedDatabase
+
+Status = Literal["pending", "running", "done", "failed"]
+RUN_DB = "run.sqlite"
+
+
+# ---------------------------------------------------------------------------- atomic files
+
+
+@functools.cache
+def _umask() -> int:
+    try:  # read, not set: setting it for a moment would race with other threads
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def file_mode(path: Path) -> int:
+    """The mode a new file gets from open() (0666 minus the umask), or the file's own if it exists.
+
+    mkstemp creates 0600 files; without this every atomically written file would be private."""
+    try:
+        return path.stat().st_mode & 0o777
+    except OSError:
+        return 0o666 & ~_umask()
+
+
+def write_atomic(path: Path, data: str | bytes) -> None:
+    """Write via a temp file in the same folder, fsync, then rename over the target."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        os.fchmod(fd, file_mode(path))
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data.encode() if isinstance(data, str) else data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_json_atomic(path: Path, value: Any, *, sort_keys: bool = True) -> None:
+    """sort_keys=False keeps an order that means something (a funnel, stages in pipeline order)."""
+    write_atomic(path, json.dumps(value, indent=2, sort_keys=sort_keys, default=str) + "\n")
+
+
+def derive_run_id(parts: dict[str, Any]) -> str:
+    """Same inputs -> same run id, so rerunning the same command resumes it."""
+    digest = hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+    return f"run-{digest[:12]}"
+
+
+# ---------------------------------------------------------------------------- migrations
+
+
+def m001_items(db: sqlite_utils.Database) -> None:
+    db["items"].create(
+        {
+            "stage": str, "item_id": str, "status": str, "attempts": int,
+            "error": str, "output": str, "updated": float,
+        },
+        pk=("stage", "item_id"),
+    )
+    db["items"].create_index(["stage", "status"])
+
+
+def m002_calls(db: sqlite_utils.Database) -> None:
+    db["calls"].create(
+        {
+            "id": int, "stage": str, "subject": str, "provider": str, "model": str, "cached": int,
+            "prompt_tokens": int, "completion_tokens": int, "cost": float, "latency": float,
+            "status": str, "error": str, "time": float,
+        },
+        pk="id",
+    )
+    db["calls"].create_index(["stage"])
+
+
+def m003_cached_tokens(db: sqlite_utils.Database) -> None:
+    """Prompt tokens the provider served from its prompt cache (priced at the cached rate)."""
+    db["calls"].add_column("cached_tokens", int, not_null_default=0)
+
+
+MIGRATIONS = [m001_items, m002_calls, m003_cached_tokens]
+
+
+class RunStore:
+    def __init__(self, run_dir: Path):
+        self.dir = Path(run_dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self._store = LockedDatabase(self.dir / RUN_DB, MIGRATIONS)
+
+    @classmethod
+    def open(cls, out: Path, run_id: str) -> "RunStore":
+        return cls(Path(out) / "runs" / run_id)
+
+    @property
+    def run_id(self) -> str:
+        return self.dir.name
+
+    def write_config(self, config: dict[str, Any]) -> None:
+        write_json_atomic(self.dir / "config.json", config)
+
+    # ------------------------------------------------------------------ items
+
+    def get(self, stage: str, item_id: str) -> dict[str, Any] | None:
+        with self._store.lock:
+            rows = list(self._store.db["items"].rows_where("stage = ? and item_id = ?", [stage, item_id]))
+        if not rows:
+            return None
+        row = rows[0]
+        row["output"] = json.loads(row["output"]) if row["output"] else None
+        return row
+
+    def is_done(self, stage: str, item_id: str) -> bool:
+        row = self.get(stage, item_id)
+        return bool(row and row["status"] == "done")
+
+    def should_run(self, stage: str, item_id: str, max_attempts: int) -> bool:
+        """Not done, and (if failed before) attempts remain."""
+        row = self.get(stage, item_id)
+        if row is None:
+            return True
+        if row["status"] == "done":
+            return False
+        return row["attempts"] < max_attempts
+
+    def start(self, stage: str, item_id: str) -> int:
+        """Mark running and count the attempt; returns the attempt number."""
+        with self._store.lock:
+            row = self.get(stage, item_id)
+            attempts = (row["attempts"] if row else 0) + 1
+            self._upsert(stage, item_id, status="running", attempts=attempts, error=None)
+        return attempts
+
+    def finish(self, stage: str, item_id: str, output: Any = None) -> None:
+        self._upsert(stage, item_id, status="done", error=None, output=json.dumps(output, default=str))
+
+    def fail(self, stage: str, item_id: str, error: str) -> None:
+        self._upsert(stage, item_id, status="failed", error=error)
+
+    def _upsert(self, stage: str, item_id: str, **fields: Any) -> None:
+        with self._store.lock:
+            self._store.db["items"].upsert(
+                {"stage": stage, "item_id": item_id, "updated": time.time(), **fields}, pk=("stage", "item_id")
+            )
+
+    def items(self, stage: str | None = None, status: Status | None = None) -> list[dict[str, Any]]:
+        where, args = [], []
+        if stage:
+            where.append("stage = ?")
+            args.append(stage)
+        if status:
+            where.append("status = ?")
+            args.append(status)
+        with self._store.lock:
+            rows = list(self._store.db["items"].rows_where(" and ".join(where) or None, args, order_by="rowid"))
+        for row in rows:
+            row["output"] = json.loads(row["output"]) if row["output"] else None
+        return rows
+
+    def export_items(self, item_id: str, stages: tuple[str, ...]) -> list[dict[str, Any]]:
+        """The raw rows of one item in the given stages, for another store to take over (a Ray worker's)."""
+        marks = ", ".join("?" for _ in stages)
+        with self._store.lock:
+            return list(self._store.db["items"].rows_where(f"item_id = ? and stage in ({marks})", [item_id, *stages]))
+
+    def import_items(self, rows: list[dict[str, Any]]) -> None:
+        """Take over rows as `export_items` gave them (replacing this store's rows for those items)."""
+        with self._store.lock:
+            for row in rows:
+                self._store.db["items"].upsert(row, pk=("stage", "item_id"))
+
+    def counts(self) -> dict[str, dict[str, int]]:
+        """{stage: {status: n}}."""
+        with self._store.lock:
+            rows = self._store.db.execute("select stage, status, count(*) from items group by stage, status").fetchall()
+        out: dict[str, dict[str, int]] = {}
+        for stage, status, n in rows:
+            out.setdefault(stage, {})[status] = n
+        return out
+
+    # ------------------------------------------------------------------ model calls
+
+    def record_call(self, record: dict[str, Any]) -> None:
+        with self._store.lock:
+            self._store.db["calls"].insert({**record, "cached": int(bool(record.get("cached")))})
+
+    def usage(self) -> dict[str, Any]:
+        """Totals over the run's model calls, overall and per stage."""
+        with self._store.lock:
+            rows = self._store.db.execute(
+                "select stage, count(*), sum(cached), sum(prompt_tokens), sum(completion_tokens), sum(cost), "
+                "sum(cached_tokens) from calls where status != 'error' group by stage"
+            ).fetchall()
+        stages = {
+            s: {"calls": n, "cached": c or 0, "prompt_tokens": p or 0, "completion_tokens": o or 0, "cost": k or 0.0,
+                "cached_tokens": ct or 0}
+            for s, n, c, p, o, k, ct in rows
+        }
+        total = {key: sum(v[key] for v in stages.values()) for key in
+                 ("calls", "cached", "prompt_tokens", "completion_tokens", "cost", "cached_tokens")}
+        return {"total": total, "stages": stages}
+
+    def close(self) -> None:
+        self._store.close()

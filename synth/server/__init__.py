@@ -1,7 +1,0 @@
-"""`synth serve`: every env folder under a directory over REST and MCP, one episode per client."""
-
-from synth.server.app import LoadedEnvs, create_app, load_envs
-from synth.server.episodes import EpisodeRegistry
-from synth.server.run import BackgroundServer, background, build
-
-__all__ = ["BackgroundServer", "EpisodeRegistry", "LoadedEnvs", "background", "build", "create_app", "load_envs"]
