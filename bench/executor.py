@@ -44,13 +44,13 @@ from fake_server import FakeModelServer  # noqa: E402
 
 from synth.artifacts import Scenario  # noqa: E402
 from synth.config import Settings  # noqa: E402
-from synth.pipeline.executor import open_executor  # noqa: E402
 from synth.llm import Gateway  # noqa: E402
 from synth.llm.extract import extract_json  # noqa: E402
 from synth.llm.replay import load_recordings  # noqa: E402
 from synth.llm.script import Reply, RequestInfo, Rule, Script  # noqa: E402
-from synth.pipeline.runner import build_and_verify  # noqa: E402
+from synth.pipeline.executor import open_executor  # noqa: E402
 from synth.pipeline.progress import Progress  # noqa: E402
+from synth.pipeline.runner import build_and_verify  # noqa: E402
 from synth.pipeline.scheduler import Provisioned, schedule  # noqa: E402
 from synth.pipeline.store import RunStore  # noqa: E402
 

@@ -34,9 +34,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from envkit import library_draft, make_library_env  # noqa: E402
 
 from synth.folder.database import build_database, open_bytes  # noqa: E402
-from synth.runtime.host import Host  # noqa: E402
 from synth.folder.format import write_env  # noqa: E402
 from synth.runtime import Env, SandboxPool  # noqa: E402
+from synth.runtime.host import Host  # noqa: E402
 
 CALLS = [
     ("get_member", {"email": "tom.becker@example.com"}),

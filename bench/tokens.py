@@ -45,8 +45,8 @@ from synth.artifacts import Scenario, slugify  # noqa: E402
 from synth.config import Settings  # noqa: E402
 from synth.llm.replay import load_recordings  # noqa: E402
 from synth.llm.usage import PriceTable  # noqa: E402
-from synth.pipeline.runner import run_pipeline  # noqa: E402
 from synth.pipeline.progress import Progress  # noqa: E402
+from synth.pipeline.runner import run_pipeline  # noqa: E402
 from synth.pipeline.seeds import load_seeds  # noqa: E402
 
 BASELINE = {"prompt_tokens": 740_661, "calls": 156, "envs": 3}

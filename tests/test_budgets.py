@@ -16,17 +16,17 @@ from fake_server import FakeModelServer
 from synth.artifacts import Rules, Scenario, ToolParam, ToolSpec
 from synth.config import Settings
 from synth.folder.database import open_bytes, table_counts
+from synth.folder.toolschema import params_to_schema
 from synth.llm import Gateway
 from synth.llm.budgets import STAGE_BUDGETS, output_budget
 from synth.llm.errors import OutputTruncated
 from synth.llm.replay import ReplayProvider
 from synth.llm.script import Reply, Script, approx_tokens
-from synth.runtime.sandbox import SandboxPool
 from synth.pipeline.stages.data import generate_data
 from synth.pipeline.stages.repair import StageReport
 from synth.pipeline.stages.tool_code import generate_tool_code, tool_draft
 from synth.pipeline.store import RunStore
-from synth.folder.toolschema import params_to_schema
+from synth.runtime.sandbox import SandboxPool
 
 
 class Answer(BaseModel):

@@ -11,20 +11,20 @@ import pytest
 
 import buildkit as bk
 from synth.artifacts import TaskBatch, ToolSpecAnswer
-from synth.pipeline.build import build_all, build_env, env_path, failed_path, load_scenarios
 from synth.config import Settings
 from synth.errors import InputError
 from synth.llm import Gateway
 from synth.llm.script import Reply
-from synth.runtime import Env
-from synth.runtime.sandbox import SandboxPool
+from synth.pipeline.build import build_all, build_env, env_path, failed_path, load_scenarios
 from synth.pipeline.stages.data import data_problems
 from synth.pipeline.stages.schema import empty_database, foreign_key_problems, schema_problems
 from synth.pipeline.stages.tasks import task_problems, to_tasks
-from synth.pipeline.stages.tool_probe import body_problems, plausible_arguments, probe_tools
 from synth.pipeline.stages.tool_code import tool_draft
+from synth.pipeline.stages.tool_probe import body_problems, plausible_arguments, probe_tools
 from synth.pipeline.stages.tool_spec import spec_problems, to_tool_specs
 from synth.pipeline.store import RunStore
+from synth.runtime import Env
+from synth.runtime.sandbox import SandboxPool
 
 
 def make_settings(fake_model, tmp_path: Path, **overrides) -> Settings:

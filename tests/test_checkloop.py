@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 from verifykit import BUGGY_RETURN_BOOK, judge_library, make_verified_library, proposed_tests, set_verifier_body
 
 from synth.config import Settings
-from synth.folder.format import read_env_draft, write_env
 from synth.errors import InputError
+from synth.folder.format import read_env_draft, write_env
 from synth.llm import Gateway
 from synth.llm.script import Reply
 from synth.pipeline.store import RunStore

@@ -226,8 +226,8 @@ def test_rollout_counts_errored_episodes_as_errors_and_exits_1(library, fake_mod
 
 
 def test_atomic_writes_get_the_mode_a_plain_write_would(tmp_path):
+    from synth.atomic import write_atomic
     from synth.pipeline.scenario_files import write_jsonl
-    from synth.pipeline.store import write_atomic
 
     plain = tmp_path / "plain.txt"
     plain.write_text("x")

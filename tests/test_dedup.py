@@ -20,8 +20,8 @@ from typer.testing import CliRunner
 
 from synth.artifacts import EnvManifest, Scenario
 from synth.config import Settings
-from synth.pipeline.embed import Embedder, bundled_model_path
 from synth.errors import InputError
+from synth.pipeline.embed import Embedder, bundled_model_path
 from synth.pipeline.scenario_files import load_existing
 from synth.pipeline.stages import dedup as dedup_module
 from synth.pipeline.stages.dedup import Deduper, dedup, scenario_text

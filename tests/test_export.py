@@ -24,9 +24,9 @@ from fake_server import FakeModelServer
 from sse_relay import SseRelay
 from synth.config import Settings
 from synth.errors import InputError
-from synth.use.export import export
 from synth.llm import Gateway
 from synth.llm.script import Reply, ToolCall
+from synth.use.export import export
 from synth.use.rollout import rollout_async
 from synth.use.server import background
 

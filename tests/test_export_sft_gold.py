@@ -15,12 +15,12 @@ from typer.testing import CliRunner
 
 from envkit import library_draft
 from exportkit import add_agent_context
-from synth.use.agent import AgentContext, agent_messages, observation_text
 from synth.cli import app
-from synth.folder.format import write_env
 from synth.errors import InputError
-from synth.use.export import export
+from synth.folder.format import write_env
 from synth.runtime import Env
+from synth.use.agent import AgentContext, agent_messages, observation_text
+from synth.use.export import export
 
 
 def read_jsonl(path: Path) -> list[dict]:

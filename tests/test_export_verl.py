@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 
 from envkit import TASKS, TOOLS
 from exportkit import make_context_library
-from synth.use.agent import AgentContext, agent_messages
 from synth.cli import app
+from synth.use.agent import AgentContext, agent_messages
 from synth.use.export import export
 from synth.use.server import background
 from verl_interface import ScriptedServer, readme_overrides, run_agent_loop, verl_config

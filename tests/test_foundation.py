@@ -9,10 +9,11 @@ import sys
 
 import pytest
 
+from synth.atomic import write_atomic
 from synth.config import ConfigError, load_settings
 from synth.llm.extract import NoJSONFound, extract_json
 from synth.llm.script import Reply
-from synth.pipeline.store import RunStore, derive_run_id, write_atomic
+from synth.pipeline.store import RunStore, derive_run_id
 
 
 def test_settings_precedence(tmp_path):

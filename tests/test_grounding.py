@@ -15,19 +15,19 @@ import pytest
 import buildkit as bk
 from envkit import make_library_env
 from synth.artifacts import ActingUser, Scenario, Seed, Task
-from synth.pipeline.build import build_env
 from synth.config import Settings
 from synth.folder.database import build_database
 from synth.folder.format import read_env_draft, write_env
 from synth.llm import Gateway
 from synth.llm.script import Reply
 from synth.llm.usage import PriceTable
-from synth.use.rollout import rollout_async
-from synth.runtime.sandbox import SandboxPool
+from synth.pipeline.build import build_env
 from synth.pipeline.stages.envcontext import EnvContext, data_dump, sample_rows
 from synth.pipeline.stages.expand import SeedProgress, expand_messages
 from synth.pipeline.stages.gold_scope import gold_messages
 from synth.pipeline.store import RunStore
+from synth.runtime.sandbox import SandboxPool
+from synth.use.rollout import rollout_async
 
 ENV_STAGES_AFTER_DATA = ("tool_spec", "tool_code")
 

@@ -16,8 +16,8 @@ from mcp.shared.exceptions import MCPError
 from envkit import TASKS, make_library_env
 from exportkit import make_context_library
 from synth.use.agent import AgentContext, agent_messages
-from synth.use.server import background
 from synth.use.annotations import observed_changes, tool_hints
+from synth.use.server import background
 
 LIBRARY = "city_library"
 

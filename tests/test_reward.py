@@ -8,9 +8,9 @@ import pytest
 from envkit import GOLD_ANSWERS, make_library_env
 
 from synth.folder.database import build_database
+from synth.runtime import Env
 from synth.use.replay import VOLATILE, state_diff
 from synth.use.reward import compare_states, expected_facts, state_match_reward
-from synth.runtime import Env
 
 
 @pytest.fixture(scope="module")

@@ -18,8 +18,8 @@ from synth.config import Settings
 from synth.folder.format import read_env_draft, write_env
 from synth.llm import Gateway
 from synth.llm.script import Reply
-from synth.runtime import Env
 from synth.pipeline.verify import check_env, verify_env
+from synth.runtime import Env
 
 GOLD = {t.task_id: t for t in TASKS}
 COUNTS = 'sorted({r["available_copies"] for r in query_rows(initial_db, "SELECT available_copies FROM books")} - {2})'

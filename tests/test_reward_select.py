@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 
 from envkit import GOLD_ANSWERS
 from synth.cli import app
-from synth.use.server import background
 from synth.pipeline.verify import check_env
+from synth.use.server import background
 from test_rollout import gold_player_for
 from verifykit import make_verified_library
 

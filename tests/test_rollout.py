@@ -209,3 +209,24 @@ def test_budget_stops_new_episodes_cleanly_and_a_rerun_resumes(gold_player, fake
 
     resumed = run(rollout_async(envs, gateway(fake_model, tmp_path), out, concurrency=1))
     assert resumed.written == 4 and resumed.passed == 4 and resumed.stopped is None
+
+
+def test_rejected_envs_are_skipped_unless_included(gold_player, fake_model, envs, tmp_path, monkeypatch):
+    from synth.cli import app
+    from synth.folder.review import write_review
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("SYNTH_CACHE_DIR", str(tmp_path / "cache"))
+    fake_model.script.add("rollout", "*", handler=gold_player)
+    write_review(envs / "envs" / "city_library", "rejected", note="task_03 is ambiguous")
+    out = tmp_path / "rejected.jsonl"
+    base = ["rollout", str(envs), "--model", "openai/test-model", "--base-url", fake_model.openai_base_url,
+            "--tasks", "1", "--concurrency", "1", "--out", str(out)]
+    skipped = CliRunner().invoke(app, base)
+    assert "skipped" in skipped.output and "rejected in review.json: task_03 is ambiguous" in skipped.output
+    assert "--include-rejected" in skipped.output
+    assert not out.exists() or not read_trajectories(out)
+
+    included = CliRunner().invoke(app, [*base, "--include-rejected"])
+    assert included.exit_code == 0, included.output
+    assert [t.env_id for t in read_trajectories(out)] == ["city_library"]

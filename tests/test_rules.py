@@ -14,20 +14,20 @@ import buildkit as bk
 from envkit import TOOL_BODIES, make_library_env
 from synth.artifacts import Invariant, Rules, SchemaAnswer, Task, ToolCall, ToolSpecAnswer
 from synth.config import Settings
+from synth.errors import InputError
 from synth.folder.database import build_database, open_bytes
 from synth.folder.format import EnvDraft, read_env_draft, read_rules, write_env
-from synth.errors import InputError
 from synth.llm import Gateway
 from synth.llm.script import Reply
 from synth.folder.rules import (InvariantError, check_invariants, illegal_transitions, run_query, status_columns,
                          transition_problems)
-from synth.runtime import Env
-from synth.runtime.sandbox import SandboxPool
 from synth.pipeline.stages.data import generate_data
 from synth.pipeline.stages.repair import StageReport
 from synth.pipeline.stages.schema import answer_problems, empty_database, generate_schema, to_rules
 from synth.pipeline.stages.tool_spec import to_tool_specs
 from synth.pipeline.verify import verify_env
+from synth.runtime import Env
+from synth.runtime.sandbox import SandboxPool
 from verifykit import BUGGY_RETURN_BOOK, make_verified_library, proposed_tests
 
 VET_RULES = to_rules(SchemaAnswer.model_validate(bk.schema_answer()))

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 from fake_server import FakeModelServer
 
-from synth.llm.script import Reply, RequestInfo, Rule, Script
 from synth.llm.replay import load_recordings
+from synth.llm.script import Reply, RequestInfo, Rule, Script
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO_SEEDS = REPO / "seeds" / "demo.txt"

@@ -13,10 +13,10 @@ from envkit import GOLD_ANSWERS, library_draft, make_library_env, run_gold
 from synth.artifacts import ToolParam
 from synth.folder.database import (DatabaseError, build_database, db_sha256, diff, open_bytes, run_script,
                             split_statements, table_counts)
-from synth.folder.format import EnvFolderError, read_env_draft, render_tools_py, write_env
 from synth.errors import InputError
-from synth.runtime import Env, SandboxPool
+from synth.folder.format import EnvFolderError, read_env_draft, render_tools_py, write_env
 from synth.folder.toolschema import check_portable_schema, params_to_schema, schema_to_params
+from synth.runtime import Env, SandboxPool
 
 
 @pytest.fixture(scope="module")

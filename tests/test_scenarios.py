@@ -22,9 +22,9 @@ from typer.testing import CliRunner
 
 from synth.artifacts import Scenario, Seed
 from synth.config import Settings
-from synth.pipeline.embed import Embedder
 from synth.llm import Gateway
 from synth.llm.script import Reply
+from synth.pipeline.embed import Embedder
 from synth.pipeline.scenarios import generate_scenarios
 from synth.pipeline.stages.dedup import scenario_text
 from synth.pipeline.stages.expand import MAX_WORDS, MIN_WORDS

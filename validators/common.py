@@ -17,8 +17,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from synth.artifacts import GateResult, Rules, Task, ToolSpec, ToolTest, VerifierCase
-from synth.folder.files import env_file_exists, read_env_json, read_env_text
 from synth.errors import InputError, SynthError
+from synth.folder.files import env_file_exists, read_env_json, read_env_text
 
 
 @dataclass

@@ -12,9 +12,9 @@ import sqlite3
 from pathlib import Path
 
 from synth.artifacts import GateResult
-from synth.folder.files import read_env_bytes, read_env_text
 from synth.errors import InputError
 from synth.folder.database import DatabaseError, build_database, check_database, db_sha256, open_bytes
+from synth.folder.files import read_env_bytes, read_env_text
 
 from .common import Findings, read_folder
 

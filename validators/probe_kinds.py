@@ -29,9 +29,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from synth.artifacts import Task, ToolCall, ToolTest
+from synth.runtime.codecheck import parse_source
 from synth.use.datafacts import DataIndex, answer_facts, as_number, decimal_of, number_text, word_in
 from synth.use.replay import answer_text, canonical, run_actions, state_diff
-from synth.runtime.codecheck import parse_source
 
 from .fuzz import ValuePool, random_call
 

@@ -20,8 +20,8 @@ from typing import Any
 
 from synth.artifacts import GateResult, Task, ToolCall
 from synth.errors import SynthError
-from synth.use.replay import answer_text, canonical
 from synth.folder.rules import check_invariants, rules_after_call
+from synth.use.replay import answer_text, canonical
 
 from .common import EnvFolder, Findings, run_with_env
 from .fuzz import ValuePool, random_call

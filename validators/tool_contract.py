@@ -14,10 +14,10 @@ import ast
 from pathlib import Path
 
 from synth.artifacts import GateResult
-from synth.folder.files import read_env_text
 from synth.errors import InputError
-from synth.runtime.codecheck import parse_source
+from synth.folder.files import read_env_text
 from synth.folder.toolschema import PY_TYPES, check_portable_schema
+from synth.runtime.codecheck import parse_source
 
 from .common import Findings, read_folder
 

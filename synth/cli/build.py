@@ -30,8 +30,8 @@ def build(
     scenarios: Path = typer.Argument(..., help="JSONL file, one scenario object per line"),
 ) -> None:
     """Build an env folder per scenario: tasks, schema, data, tools, each validated by execution."""
-    from synth.pipeline.build import build_all, load_scenarios
     from synth.llm import Gateway
+    from synth.pipeline.build import build_all, load_scenarios
     from synth.pipeline.store import RunStore, derive_run_id
 
     items = load_scenarios(scenarios)

@@ -78,8 +78,8 @@ def run(
 ) -> None:
     """Synthesize N verified environments from seeds. Rerun the same command to resume."""
     from synth.cli.model import preflight
-    from synth.pipeline.runner import Pipeline
     from synth.pipeline.progress import make_progress
+    from synth.pipeline.runner import Pipeline
     from synth.pipeline.seeds import bundled_seeds_path, load_seeds
 
     if settings.executor == "ray":  # before any work: a missing extra or a wrong address is a one-line error

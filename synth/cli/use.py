@@ -111,6 +111,8 @@ def rollout(
     trusted: bool = typer.Option(False, "--trusted", help="run generated code in this process with no "
                                  "protection (only envs you wrote or reviewed)"),
     reward: RewardKind = typer.Option(RewardKind.rubric, "--reward", help=REWARD_HELP),
+    include_rejected: bool = typer.Option(False, "--include-rejected", help="also roll out envs rejected in "
+                                          "review.json"),
 ) -> None:
     """Run a model as an agent on the envs' tasks and write trajectories with rewards."""
     from synth.use.rollout import rollout as run_rollout
@@ -118,7 +120,8 @@ def rollout(
     if settings.model is None:
         raise InputError("no model: pass --model provider/model, the agent to roll out (e.g. openai/gpt-4.1-mini)")
     s = run_rollout(dir, settings, out, tasks=tasks, concurrency=concurrency, max_turns=max_turns, window=window,
-                    split=split.value if split else None, trusted=trusted, reward=reward.value)
+                    split=split.value if split else None, trusted=trusted, reward=reward.value,
+                    include_rejected=include_rejected)
     for skipped in s.skipped_envs:
         typer.echo(f"skipped {skipped}", err=True)
     scored = len(s.rewards)  # episodes that ended with a reward; errored ones have none

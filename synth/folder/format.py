@@ -28,10 +28,10 @@ from pydantic import BaseModel, Field
 
 from synth import __version__
 from synth.artifacts import ActingUser, EnvManifest, EnvStatus, Rules, Scenario, Task, ToolSpec
-from synth.folder.database import DatabaseError, build_database, db_sha256, open_bytes, table_columns, table_counts
 from synth.errors import InputError, SynthError
-from synth.runtime.codecheck import parse_source
+from synth.folder.database import DatabaseError, build_database, db_sha256, open_bytes, table_columns, table_counts
 from synth.folder.toolschema import PY_TYPES, check_portable_schema, schema_to_params
+from synth.runtime.codecheck import parse_source
 
 # The imports every rendered tools.py / verifiers.py starts with (prompts may show these).
 TOOL_IMPORTS = [

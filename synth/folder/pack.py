@@ -18,8 +18,8 @@ import tarfile
 import uuid
 from pathlib import Path
 
-from synth.pipeline.build import ENVS_DIR, FAILED_DIR
 from synth.errors import SynthError
+from synth.pipeline.build import ENVS_DIR, FAILED_DIR
 
 STAGING = ".incoming"  # under the output folder, removed after each unpack
 

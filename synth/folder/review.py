@@ -2,7 +2,7 @@
 
     {"decision": "approved" | "rejected", "note": str, "reviewer": str, "at": "<ISO timestamp>"}
 
-`synth view` writes it; `synth export` and `synth serve` skip rejected envs
+`synth view` writes it; `synth export`, `synth serve` and `synth rollout` skip rejected envs
 unless told to include them. An env with no review.json is undecided.
 """
 
@@ -13,8 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from synth.atomic import write_json_atomic
 from synth.errors import InputError
-from synth.pipeline.store import write_json_atomic
 
 REVIEW_FILE = "review.json"
 DECISIONS = ("approved", "rejected")

@@ -16,8 +16,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from synth.folder.database import table_counts
 from synth.errors import InputError
+from synth.folder.database import table_counts
 
 SCENARIO_CHARS = 600
 

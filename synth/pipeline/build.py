@@ -29,8 +29,8 @@ from pydantic import BaseModel, Field, ValidationError
 
 from synth.artifacts import ActingUser, Rules, Scenario, Task, ToolSpec
 from synth.config import Settings
-from synth.folder.format import DEFAULT_TODAY, EnvDraft, EnvFolderError, write_env
 from synth.errors import InputError, SynthError
+from synth.folder.format import DEFAULT_TODAY, EnvDraft, EnvFolderError, write_env
 from synth.llm import BudgetExceeded, Gateway, StructuredOutputError
 from synth.pipeline.stages.data import generate_data, table_order
 from synth.pipeline.stages.envcontext import EnvContext

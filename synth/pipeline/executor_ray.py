@@ -33,12 +33,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from synth.config import Settings
-from synth.folder.pack import pack_env, pack_files, unpack_env
 from synth.errors import InputError
+from synth.folder.pack import pack_env, pack_files, unpack_env
+from synth.llm import Gateway
 from synth.pipeline.executor import require_ray
 from synth.pipeline.executor_hub import Hub, HubLedger
 from synth.pipeline.executor_worker import ITEM_STAGES, SHIPPED, run_env_task, warm_up
-from synth.llm import Gateway
 from synth.pipeline.progress import Progress
 from synth.pipeline.store import RunStore
 

@@ -23,9 +23,9 @@ from typing import Any
 
 from synth.config import Settings
 from synth.folder.pack import pack_env, unpack_env, unpack_files
-from synth.pipeline.executor_hub import HubCache, HubLedger, HubRecorder
 from synth.llm import Gateway
 from synth.llm.usage import UsageMeter
+from synth.pipeline.executor_hub import HubCache, HubLedger, HubRecorder
 from synth.pipeline.progress import Progress
 from synth.pipeline.store import RunStore
 

@@ -34,15 +34,16 @@ from pathlib import Path
 from typing import Any
 
 from synth.artifacts import Scenario, Seed
-from synth.pipeline.build import build_env, env_path, failed_path
+from synth.atomic import write_json_atomic
 from synth.config import Settings
 from synth.llm import BudgetExceeded, Gateway, ModelError
+from synth.pipeline.build import build_env, env_path, failed_path
 from synth.pipeline.progress import Progress
 from synth.pipeline.scenario_files import load_existing, write_jsonl
 from synth.pipeline.scenarios import ScenarioResult, generate_scenarios
 from synth.pipeline.scheduler import BUDGET, CAP, EXHAUSTED, REACHED, Provisioned, schedule
 from synth.pipeline.seeds import name_key
-from synth.pipeline.store import RunStore, derive_run_id, write_json_atomic
+from synth.pipeline.store import RunStore, derive_run_id
 from synth.pipeline.verify import verify_env
 
 ENV_STAGE = "env"  # run-store item per env: its final outcome

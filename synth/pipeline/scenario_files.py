@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from synth.artifacts import Scenario
+from synth.atomic import file_mode
 from synth.errors import InputError
-from synth.pipeline.store import file_mode
 
 SCENARIO_FIELDS = ("name", "description", "category", "seed")
 REQUIRED_FIELDS = ("name", "description")

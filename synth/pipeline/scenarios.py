@@ -33,9 +33,9 @@ from pathlib import Path
 
 from synth.artifacts import RejectedScenario, Scenario, Seed
 from synth.config import Settings
-from synth.pipeline.embed import Embedder
 from synth.errors import InputError
 from synth.llm import BudgetExceeded, Gateway, ModelError
+from synth.pipeline.embed import Embedder
 from synth.pipeline.scenario_files import load_existing, read_scenarios, rejected_path, write_jsonl
 from synth.pipeline.seeds import load_seeds
 from synth.pipeline.stages import classify as classify_stage

@@ -23,13 +23,14 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from synth.artifacts import EnvStatus, GateResult
+from synth.atomic import write_json_atomic
 from synth.config import Settings
-from synth.folder.format import EnvDraft, read_env_draft, write_env
 from synth.errors import InputError
+from synth.folder.format import EnvDraft, read_env_draft, write_env
 from synth.llm import BudgetExceeded, Gateway
 from synth.pipeline.stages.checkloop import TASK_GATES, CheckLoopResult, run_check_loop
 from synth.pipeline.stages.gold import GoldBudgetStop, generate_gold
-from synth.pipeline.store import RunStore, write_json_atomic
+from synth.pipeline.store import RunStore
 
 STAGE = "verify"
 

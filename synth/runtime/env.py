@@ -16,12 +16,12 @@ from typing import Any
 from pydantic import ValidationError
 
 from synth.artifacts import EnvBug, EnvManifest, Task, ToolSpec
+from synth.errors import InputError
 from synth.folder.database import db_sha256
 from synth.folder.files import env_file_exists, parse_json, read_env_bytes, read_env_json, read_env_text, safe_env_id
-from synth.errors import InputError
+from synth.folder.toolschema import check_portable_schema
 from synth.runtime.episode import Episode
 from synth.runtime.schema_check import ArgumentValidator
-from synth.folder.toolschema import check_portable_schema
 
 REQUIRED_FILES = ("env.json", "tools.json", "tools.py", "tasks.jsonl", "verifiers.py", "db/initial.sqlite")
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from synth.artifacts import Observation, Reward, Rules, Task, ToolCall
-from synth.folder.database import open_bytes, user_tables
 from synth.errors import SynthError
+from synth.folder.database import open_bytes, user_tables
 from synth.folder.rules import rules_after_call
 from synth.runtime.schema_check import ArgumentError
 

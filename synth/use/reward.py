@@ -25,9 +25,9 @@ from functools import lru_cache
 from typing import Any
 
 from synth.artifacts import Check, Reward, Task
+from synth.errors import SynthError
 from synth.folder.database import open_bytes, table_columns, user_tables
 from synth.use.datafacts import DataIndex, answer_facts, decimal_of, number_text, word_in
-from synth.errors import SynthError
 from synth.use.replay import VOLATILE, answer_text, canonical, quote_name, run_actions
 
 REWARD_KINDS = ("rubric", "state", "both")

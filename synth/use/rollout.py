@@ -23,13 +23,14 @@ from typing import Any
 
 import anyio
 
-from synth.use.agent import AgentContext, AgentRun, agent_messages, run_agent
 from synth.artifacts import Trajectory, WindowSample
-from synth.folder.dirs import find_env_dirs
-from synth.use.export.source import read_trajectories  # noqa: F401  (re-exported for callers)
+from synth.atomic import write_atomic
 from synth.errors import InputError, SynthError
+from synth.folder.dirs import find_env_dirs
+from synth.folder.review import rejection
 from synth.llm.errors import BudgetExceeded
-from synth.pipeline.store import write_atomic
+from synth.use.agent import AgentContext, AgentRun, agent_messages, run_agent
+from synth.use.export.source import read_trajectories  # noqa: F401  (re-exported for callers)
 
 STAGE = "rollout"
 
@@ -157,7 +158,7 @@ def _pick_tasks(env: Any, limit: int | None, split: str | None) -> list[Any]:
 async def rollout_async(root: Path | str, gateway: Any, out: Path | str, *, tasks: int | None = None,
                         concurrency: int = 4, max_turns: int = 10, window: int | None = None,
                         split: str | None = None, trusted: bool = False, pool: Any = None,
-                        reward: str = "rubric") -> RolloutSummary:
+                        reward: str = "rubric", include_rejected: bool = False) -> RolloutSummary:
     from synth.runtime import Env
 
     if concurrency < 1 or max_turns < 1 or (tasks is not None and tasks < 1):
@@ -171,6 +172,10 @@ async def rollout_async(root: Path | str, gateway: Any, out: Path | str, *, task
         write_atomic(out, "".join(line + "\n" for line in kept))
     envs = []
     for path in dirs:
+        rejected = None if include_rejected else rejection(path)
+        if rejected:  # a reviewer said no: its rollouts would train on a bad env
+            summary.skipped_envs.append(f"{path}: {rejected}")
+            continue
         try:
             env = await anyio.to_thread.run_sync(lambda p=path: Env.load(p, trusted=trusted, pool=pool))
         except SynthError as exc:

@@ -14,10 +14,10 @@ from typing import Any
 from synth.artifacts import Reward, Task, ToolCall, VerifierCase
 from synth.errors import SynthError
 from synth.llm.budgets import pack, planned_tokens
-from synth.use.replay import canonical, preview, state_diff
-from synth.use.reward import compare_states, gold_final
 from synth.pipeline.stages.check_judge import describe_diff
 from synth.pipeline.stages.repair import clip
+from synth.use.replay import canonical, preview, state_diff
+from synth.use.reward import compare_states, gold_final
 
 RESULT_CHARS = 500  # a tool result as an agent or the judge sees it
 

@@ -20,8 +20,8 @@ from synth.folder.format import EnvDraft
 from synth.llm import Gateway
 from synth.llm.budgets import output_budget, pack
 from synth.llm.errors import OutputTruncated
-from synth.use.replay import canonical
 from synth.pipeline.stages.envcontext import EnvContext, tool_source
+from synth.use.replay import canonical
 
 STAGE = "check_judge"
 TOKENS_PER_VERDICT = 90

@@ -14,15 +14,15 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from synth.use.agent import AgentContext
 from synth.artifacts import ParaphraseAnswer, Task
 from synth.folder.format import EnvDraft
 from synth.llm import Gateway
 from synth.llm.budgets import halves
 from synth.llm.errors import OutputTruncated
 from synth.pipeline.prompts import render_prompt
-from synth.use.replay import answer_text
 from synth.pipeline.stages.check_attempts import Attempt, observation_text, play, task_batches
+from synth.use.agent import AgentContext
+from synth.use.replay import answer_text
 
 STAGE = "paraphrase"
 COUNT = 10

@@ -26,8 +26,8 @@ from typing import Any
 
 from synth.artifacts import Task, VerifierCase
 from synth.config import Settings
-from synth.folder.format import EnvDraft
 from synth.errors import SynthError
+from synth.folder.format import EnvDraft
 from synth.llm import BudgetExceeded, Gateway, ModelError
 from synth.pipeline.stages.check_attempts import Attempt, judge_item
 from synth.pipeline.stages.check_paraphrase import ParaphraseAgent

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from synth.use.agent import AgentContext, context_lines
 from synth.artifacts import SolverTurn, Task, ToolCall
 from synth.folder.format import EnvDraft
 from synth.llm import Gateway
@@ -23,6 +22,7 @@ from synth.pipeline.prompts import render_prompt
 from synth.pipeline.stages.calls import call_problems
 from synth.pipeline.stages.check_attempts import Attempt, finish, task_batches
 from synth.pipeline.stages.envcontext import tool_line
+from synth.use.agent import AgentContext, context_lines
 
 STAGE = "solve"
 MAX_TURNS = 5

@@ -23,16 +23,16 @@ from pathlib import Path
 from typing import Any
 
 from synth.artifacts import (Expectation, ToolCall, ToolSpec, ToolTest, ToolTestBatch, ToolTestSet)
-from synth.folder.format import EnvDraft
 from synth.errors import SynthError
+from synth.folder.format import EnvDraft
+from synth.folder.toolschema import schema_to_params
 from synth.llm import Gateway
 from synth.llm.budgets import halves, pack, planned_tokens
 from synth.llm.errors import OutputTruncated
-from synth.use.replay import BUG_KINDS, observe_call
-from synth.runtime.schema_check import ArgumentError, ArgumentValidator
 from synth.pipeline.stages.calls import call_problems
 from synth.pipeline.stages.envcontext import EnvContext, data_dump, tables_in_code, tool_source
-from synth.folder.toolschema import schema_to_params
+from synth.runtime.schema_check import ArgumentError, ArgumentValidator
+from synth.use.replay import BUG_KINDS, observe_call
 
 STAGE = "check_tests"
 MAX_TESTS = 5

@@ -37,11 +37,10 @@ from pydantic import BaseModel, Field
 
 from synth.artifacts import PASSING_VERDICTS, GateResult, RepairRecord, ToolTest, VerifierCase
 from synth.config import Settings
+from synth.errors import SynthError
 from synth.folder.database import build_database, open_bytes, user_tables
 from synth.folder.format import EnvDraft, write_env
-from synth.errors import SynthError
 from synth.llm import BudgetExceeded, Gateway, ModelError
-from synth.use.replay import canonical, gold_problems
 from synth.pipeline.stages.check_judge import CheckingAgent
 from synth.pipeline.stages.check_repair import repair_tool, verifier_record
 from synth.pipeline.stages.check_rewards import AgentBook, run_reward_agents
@@ -49,6 +48,7 @@ from synth.pipeline.stages.check_tests import TestingAgent, automatic_verdict, r
 from synth.pipeline.stages.gold import generate_gold
 from synth.pipeline.stages.repair import clip
 from synth.pipeline.stages.tool_probe import body_problems
+from synth.use.replay import canonical, gold_problems
 
 TASK_GATES = ("solvable", "discriminates", "probes", "reward_cases", "deterministic", "robust")  # they blame tasks
 REPLAY_GATES = ("solvable", "discriminates")  # findings that replaying the gold solution can re-check

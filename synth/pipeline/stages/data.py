@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 
 from synth.artifacts import ActingUser, DataAnswer, DataFixAnswer, Invariant, Rules, Scenario, Task
 from synth.folder.database import DatabaseError, build_database, open_bytes, run_script, split_statements, table_counts
+from synth.folder.rules import check_invariants
 from synth.llm import Gateway
 from synth.llm.budgets import pack, planned_tokens
-from synth.folder.rules import check_invariants
 from synth.pipeline.stages.envcontext import EnvContext, data_dump, tables_in_code
 from synth.pipeline.stages.repair import StageFailed, StageReport, clip, generate_until_valid, in_pieces, problem_list
 from synth.pipeline.stages.schema import strip_sql_comments

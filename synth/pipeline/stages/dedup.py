@@ -38,8 +38,8 @@ import numpy as np
 
 from synth.artifacts import Scenario
 from synth.config import Settings
-from synth.pipeline.embed import Embedder
 from synth.errors import InputError
+from synth.pipeline.embed import Embedder
 from synth.pipeline.seeds import name_key
 
 # judge(candidate, nearest) -> True if the two are duplicates. Only asked for

@@ -22,8 +22,8 @@ from typing import Any
 from synth.artifacts import ActingUser, Rules, Scenario, ToolSpec
 from synth.folder.database import open_bytes, split_statements, table_columns, user_tables
 from synth.folder.format import DEFAULT_TODAY, TOOL_IMPORTS, EnvDraft, render_tools_py
-from synth.pipeline.prompts import render_prompt, render_template
 from synth.folder.toolschema import PY_TYPES, schema_to_params
+from synth.pipeline.prompts import render_prompt, render_template
 
 MAX_VALUE_CHARS = 80
 DUMP_ROWS = 40  # rows per table in a data dump

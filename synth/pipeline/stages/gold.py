@@ -40,20 +40,20 @@ from pydantic import BaseModel, Field
 
 from synth.artifacts import GoldAnswer, GoldBatch, Task, ToolCall, ToolTest, VerifierCase
 from synth.config import Settings
+from synth.errors import SynthError
 from synth.folder.database import build_database
 from synth.folder.format import EnvDraft, normalize_body, render_verifiers_py, verifier_name, write_env
-from synth.errors import SynthError
 from synth.llm import BudgetExceeded, Gateway, ModelError
-from synth.pipeline.prompts import render_prompt
-from synth.use.replay import gold_problems
-from synth.runtime.codecheck import check_source
-from synth.pipeline.stages.calls import call_problems
 from synth.llm.budgets import halves, pack, planned_tokens
 from synth.llm.errors import OutputTruncated
+from synth.pipeline.prompts import render_prompt
+from synth.pipeline.stages.calls import call_problems
 from synth.pipeline.stages.envcontext import EnvContext
 from synth.pipeline.stages.gold_scope import gold_messages
 from synth.pipeline.stages.repair import clip, problem_list
 from synth.pipeline.stages.verifier_lint import substring_checks
+from synth.runtime.codecheck import check_source
+from synth.use.replay import gold_problems
 
 STAGE = "gold"
 BATCH = 3  # fresh tasks per call: they share the env's context

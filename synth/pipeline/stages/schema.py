@@ -21,9 +21,9 @@ from dataclasses import dataclass
 
 from synth.artifacts import Rules, Scenario, SchemaAnswer, Task, Transition
 from synth.folder.database import run_script, split_statements, table_columns, user_tables
+from synth.folder.rules import invariant_problems, status_columns, transition_problems
 from synth.llm import Gateway
 from synth.pipeline.prompts import render_prompt
-from synth.folder.rules import invariant_problems, status_columns, transition_problems
 from synth.pipeline.stages.envcontext import long_date
 from synth.pipeline.stages.repair import StageReport, generate_until_valid
 

@@ -22,12 +22,12 @@ from typing import Any
 
 from synth.artifacts import Scenario, Task, ToolCodeAnswer, ToolSpec
 from synth.folder.format import TOOL_IMPORTS, EnvDraft, normalize_body
+from synth.folder.toolschema import PY_TYPES, schema_to_params
 from synth.llm import Gateway
 from synth.llm.budgets import pack, planned_tokens
 from synth.pipeline.stages.envcontext import EnvContext, sample_rows
 from synth.pipeline.stages.repair import StageFailed, StageReport, clip, in_pieces
 from synth.pipeline.stages.tool_probe import probe_tools
-from synth.folder.toolschema import PY_TYPES, schema_to_params
 
 STAGE = "tool_code"
 SAMPLE_ROWS = 3  # rows per table shown to the model, so it sees real value formats

@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from synth.artifacts import ToolSpec
+from synth.errors import SynthError
 from synth.folder.database import diff, open_bytes, table_columns, user_tables
 from synth.folder.format import EnvDraft, normalize_body, write_env
-from synth.errors import SynthError
-from synth.runtime.codecheck import check_source
 from synth.folder.toolschema import schema_to_params
+from synth.runtime.codecheck import check_source
 
 # Replaces a body that failed the static check so the other tools can still be probed this round.
 _PLACEHOLDER = 'raise ToolError("this tool failed the static check")'

@@ -19,12 +19,12 @@ import sqlite3
 from synth.artifacts import TOOL_NAME_RE, Task, ToolSpec, ToolSpecAnswer, ToolSpecDraft
 from synth.folder.database import run_script, table_columns, user_tables
 from synth.folder.format import RESERVED_NAMES
+from synth.folder.toolschema import check_portable_schema, params_to_schema
 from synth.llm import Gateway
 from synth.llm.budgets import pack, planned_tokens
 from synth.pipeline.stages.envcontext import EnvContext
 from synth.pipeline.stages.plumbing import tool_plumbing
 from synth.pipeline.stages.repair import StageFailed, StageReport, in_pieces
-from synth.folder.toolschema import check_portable_schema, params_to_schema
 
 STAGE = "tool_spec"
 MIN_TOOLS = 10

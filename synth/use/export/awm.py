@@ -34,14 +34,14 @@ from pathlib import Path
 from typing import Any
 
 from synth import __version__
-from synth.use.agent import system_prompt
+from synth.atomic import write_atomic
 from synth.folder.database import split_statements
 from synth.folder.files import safe_env_id
 from synth.folder.format import VERIFIER_IMPORTS, answer_helpers_source, read_env_draft
+from synth.pipeline.prompts import render_template
+from synth.use.agent import system_prompt
 from synth.use.export.awm_spec import api_spec, argument_examples, request_fields
 from synth.use.export.source import ExportEnv, load_envs, skipped_note
-from synth.pipeline.prompts import render_template
-from synth.pipeline.store import write_atomic
 
 _TABLE_RE = re.compile(r'^\s*CREATE\s+(?:TEMP\w*\s+)?TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?["`\[]?(\w+)', re.I)
 _INDEX_RE = re.compile(r'^\s*CREATE\s+(?:UNIQUE\s+)?INDEX\s+.*?\bON\s+["`\[]?(\w+)', re.I | re.S)

@@ -12,10 +12,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from synth.folder.toolschema import schema_to_params
+from synth.runtime.schema_check import _json_type
 from synth.use.export.source import ExportEnv
 from synth.use.replay import MAX_RESULT_CHARS
-from synth.runtime.schema_check import _json_type
-from synth.folder.toolschema import schema_to_params
 
 _PY = {"string": "str", "integer": "int", "number": "float", "boolean": "bool"}
 

@@ -16,11 +16,11 @@ import re
 from pathlib import Path
 
 from synth import __version__
-from synth.use.agent import agent_messages
+from synth.atomic import write_atomic
 from synth.errors import InputError
-from synth.use.export.source import load_envs, skipped_note
 from synth.pipeline.prompts import render_template
-from synth.pipeline.store import write_atomic
+from synth.use.agent import agent_messages
+from synth.use.export.source import load_envs, skipped_note
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9]*([-_][a-z0-9]+)*$")
 _FILES = {"__init__.py": "__init__.py.j2", "common.py": "common.py.j2", "taskset.py": "taskset.py.j2",

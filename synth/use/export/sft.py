@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from synth.artifacts import Trajectory
+from synth.atomic import write_atomic
 from synth.errors import InputError
 from synth.use.export.source import read_trajectories
-from synth.pipeline.store import write_atomic
 
 ArgumentsStyle = Literal["dict", "json"]
 

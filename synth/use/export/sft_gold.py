@@ -14,13 +14,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-from synth.use.agent import AgentContext, agent_messages, observation_text
 from synth.artifacts import Trajectory
+from synth.atomic import write_atomic
 from synth.errors import InputError, SynthError
+from synth.use.agent import AgentContext, agent_messages, observation_text
 from synth.use.export.sft import ArgumentsStyle, describe, sft_messages
 from synth.use.export.source import load_envs
 from synth.use.replay import answer_text
-from synth.pipeline.store import write_atomic
 
 
 def gold_trajectory(env: Any, task: Any, context: AgentContext,

@@ -10,12 +10,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from synth.use.agent import AgentContext
 from synth.artifacts import EnvManifest, Task, ToolSpec, Trajectory
-from synth.folder.dirs import find_env_dirs, static_problems
 from synth.errors import InputError
+from synth.folder.dirs import find_env_dirs, static_problems
 from synth.folder.review import rejection
 from synth.folder.toolschema import check_portable_schema
+from synth.use.agent import AgentContext
 
 
 @dataclass

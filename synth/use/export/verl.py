@@ -26,11 +26,11 @@ from pathlib import Path
 from typing import Any
 
 from synth import __version__
-from synth.use.agent import agent_messages
+from synth.atomic import write_atomic
 from synth.errors import InputError
-from synth.use.export.source import load_envs, skipped_note
 from synth.pipeline.prompts import render_template
-from synth.pipeline.store import write_atomic
+from synth.use.agent import agent_messages
+from synth.use.export.source import load_envs, skipped_note
 
 AGENT_NAME = "synth_agent"
 DATA_SOURCE_PREFIX = "synth/"

@@ -32,9 +32,9 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
 
 from synth import __version__
+from synth.errors import SynthError
 from synth.folder.dirs import find_env_dirs
 from synth.folder.files import read_env_json
-from synth.errors import SynthError
 from synth.folder.review import rejection
 from synth.runtime.sandbox import PoolBusy
 from synth.use.server.episodes import EpisodeRegistry, RegistryError

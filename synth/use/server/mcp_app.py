@@ -33,8 +33,8 @@ from starlette.responses import JSONResponse
 
 from synth import __version__
 from synth.use.agent import AgentContext, system_prompt
-from synth.use.server.episodes import EpisodeRegistry, NotFound
 from synth.use.annotations import env_tool_hints
+from synth.use.server.episodes import EpisodeRegistry, NotFound
 from synth.use.server.guard import ServerGuards
 
 _episode_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("synth_mcp_episode", default=None)
