@@ -58,10 +58,11 @@ def sent_max_tokens(request) -> int:
 def test_each_stage_asks_for_its_own_budget_within_the_models_cap(fake_model, tmp_path):
     fake_model.script.add("*", "*", Reply(json=GOOD))
     gateway = gateway_for(fake_model, tmp_path, max_tokens=6000)
-    for stage in ("classify", "gold", "data"):
+    for stage in ("classify", "check_judge", "data"):
         asyncio.run(gateway.structured(Answer, [{"role": "user", "content": stage}], stage=stage, subject="x"))
     asked = {r.stage: sent_max_tokens(r) for r in fake_model.requests}
-    assert asked == {"classify": STAGE_BUDGETS["classify"], "gold": 4096, "data": 6000}  # data: capped at 6000
+    # classify and check_judge ask for their own budgets; data's is capped at 6000
+    assert asked == {"classify": STAGE_BUDGETS["classify"], "check_judge": STAGE_BUDGETS["check_judge"], "data": 6000}
     assert output_budget("data", 6000) == 6000 and output_budget("classify", 100_000) == 512
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from synth.config import Settings
 from synth.llm.budgets import pack, planned_tokens
-from synth.pipeline.stages import check_paraphrase, check_redteam, check_solver
+from synth.pipeline.stages import check_paraphrase, check_redteam, check_solver, gold
 
 HERE = Path(__file__).resolve().parent
 NEW_STAGES = ("paraphrase", "solve", "red_team")
@@ -68,6 +68,40 @@ def edit_gold(reply: dict[str, Any], answers: Any) -> dict[str, Any]:
     return {**reply, "text": text[:start] + json.dumps(data, indent=indent, ensure_ascii=False) + text[end:]}
 
 
+def gold_entries(rules: list[dict[str, Any]]) -> dict[str, tuple[dict[str, Any], dict[str, Any] | None]]:
+    """Every recorded gold answer by task id, with the original reply when it answered that task alone."""
+    entries: dict[str, tuple[dict[str, Any], dict[str, Any] | None]] = {}
+    for rule in rules:
+        for reply in rule["replies"]:
+            if "json" in reply:
+                data = reply["json"]
+            else:
+                text = reply["text"]
+                data = json.loads(text[text.index("{"):text.rindex("}") + 1])
+            if "tasks" in data:
+                for entry in data["tasks"]:
+                    entries[entry["task_id"]] = (entry, None)
+            else:
+                task_id = rule["subject"].split("/", 1)[1]
+                entries[task_id] = ({"task_id": task_id, **data}, reply)
+    return entries
+
+
+def regroup_gold(env: str, rules: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The gold replies regrouped into the batches the gold stage asks for at the default output cap
+    (a task asked alone keeps its recorded lone reply, or gets the lone answer shape)."""
+    entries = gold_entries(rules)
+    out = []
+    for ids in batches(gold, sorted(entries)):
+        if len(ids) > 1:
+            reply = {"json": {"tasks": [entries[i][0] for i in ids]}}
+        else:
+            entry, lone = entries[ids[0]]
+            reply = lone or {"json": {k: v for k, v in entry.items() if k != "task_id"}}
+        out.append({"stage": "gold", "subject": f"{env}/{'+'.join(ids)}", "replies": [reply]})
+    return out
+
+
 def solver_turns(answers: Any, ids: list[str]) -> list[dict[str, Any]]:
     """The solver's reply for each turn: every task still open gets its next step."""
     steps = {i: answers.SOLVER[i] for i in ids}
@@ -85,10 +119,11 @@ def solver_turns(answers: Any, ids: list[str]) -> list[dict[str, Any]]:
 def record(path: Path) -> None:
     answers = load(path)
     recording = HERE / answers.RECORDING
-    rules = [r for r in json.loads(recording.read_text())["rules"] if r["stage"] not in NEW_STAGES]
-    for rule in rules:
-        if rule["stage"] == "gold":
-            rule["replies"] = [edit_gold({**reply, "_subject": rule["subject"]}, answers) for reply in rule["replies"]]
+    recorded = json.loads(recording.read_text())["rules"]
+    rules = [r for r in recorded if r["stage"] not in (*NEW_STAGES, "gold")]
+    for rule in regroup_gold(answers.ENV, [r for r in recorded if r["stage"] == "gold"]):
+        rule["replies"] = [edit_gold({**reply, "_subject": rule["subject"]}, answers) for reply in rule["replies"]]
+        rules.append(rule)
     tasks, reads = sorted(answers.VERIFIERS), sorted(answers.PARAPHRASES)
     for ids in batches(check_paraphrase, reads):
         rules.append({"stage": "paraphrase", "subject": f"{answers.ENV}/{'+'.join(ids)}", "replies": [{"json": {

@@ -22,7 +22,7 @@ STAGE_BUDGETS: dict[str, int] = {
     "data_fix": 8192,
     "tool_spec": 8192,
     "tool_code": 8192,
-    "gold": 4096,
+    "gold": 6144,
     "check_tests": 6144,
     "check_judge": 4096,
     "check_repair": 4096,

@@ -2,8 +2,9 @@
 expected answer for read tasks, and the body of its verifier
 `(initial_db, final_db, answer) -> [check(name, passed, weight), ...]`.
 
-Model calls: stage "gold". Tasks with no gold yet are asked for in batches of
-up to BATCH tasks per call (subject "<env_id>/<task_id>+<task_id>+..."): they
+Model calls: stage "gold". Tasks with no gold yet are asked for in batches sized
+to the stage's output budget (TOKENS_PER_TASK each; 4 at the default cap), subject
+"<env_id>/<task_id>+<task_id>+...": they
 share the env's context, and the prompt shows only the tables and tools the
 tasks touch (stages/gold_scope.py); a lone task, each task's repairs and every
 later call for a task (the check loop asking again after tools changed or a
@@ -56,7 +57,6 @@ from synth.runtime.codecheck import check_source
 from synth.use.replay import gold_problems
 
 STAGE = "gold"
-BATCH = 3  # fresh tasks per call: they share the env's context
 TOKENS_PER_TASK = 900  # output tokens of one task's answer (actions, answer, verifier)
 
 
@@ -187,9 +187,10 @@ class GoldSolver:
 
     def batches(self, tasks: list[Task]) -> list[list[Task]]:
         limit = planned_tokens(STAGE, self.gateway.settings.max_tokens)
+        # Fresh tasks share one call (and the env's context) as far as the output budget allows.
         groups = pack([t.task_id for t in tasks], {t.task_id: TOKENS_PER_TASK for t in tasks}, limit)
         by_id = {t.task_id: t for t in tasks}
-        return [[by_id[i] for i in g[k:k + BATCH]] for g in groups for k in range(0, len(g), BATCH)]
+        return [[by_id[i] for i in g] for g in groups]
 
     async def solve_batch(self, tasks: list[Task]) -> list[Result | BaseException]:
         """Fresh tasks in one call; a task whose answer fails is repaired on its own."""
