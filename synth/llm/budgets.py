@@ -10,6 +10,13 @@ stop_reason "max_tokens") and handled, never parsed as a broken answer.
 
 from __future__ import annotations
 
+from typing import Awaitable, Callable, TypeVar
+
+from synth.llm.errors import OutputTruncated
+
+T = TypeVar("T")
+R = TypeVar("R")
+
 # Tokens a stage asks for by default; the model's cap (settings.max_tokens) bounds them all.
 STAGE_BUDGETS: dict[str, int] = {
     "ping": 256,
@@ -72,3 +79,14 @@ def halves(items: list) -> list[list]:
     """A group split in two (for a request whose answer was cut off)."""
     mid = max(1, len(items) // 2)
     return [items[:mid], items[mid:]] if len(items) > 1 else [items]
+
+
+async def asked_in_halves(ask: Callable[[list[T]], Awaitable[list[R]]], items: list[T]) -> list[R]:
+    """`ask(items)`; an answer cut off at the output cap is asked again for each half, recursively
+    (a single item that still does not fit raises OutputTruncated)."""
+    try:
+        return await ask(items)
+    except OutputTruncated:
+        if len(items) == 1:
+            raise
+        return [r for half in halves(items) for r in await asked_in_halves(ask, half)]

@@ -17,8 +17,7 @@ from typing import Any
 from synth.artifacts import ParaphraseAnswer, Task
 from synth.folder.format import EnvDraft
 from synth.llm import Gateway
-from synth.llm.budgets import halves
-from synth.llm.errors import OutputTruncated
+from synth.llm.budgets import asked_in_halves
 from synth.pipeline.prompts import render_prompt
 from synth.pipeline.stages.check_attempts import Attempt, observation_text, play, task_batches
 from synth.use.agent import AgentContext
@@ -42,12 +41,7 @@ class ParaphraseAgent:
     async def check(self, tasks: list[Task]) -> list[Attempt]:
         """Every paraphrase of every task's expected answer, graded on the gold final state; a cut-off
         answer is asked again in halves."""
-        try:
-            return await self._check(tasks)
-        except OutputTruncated:
-            if len(tasks) == 1:
-                raise
-            return [a for half in halves(tasks) for a in await self.check(half)]
+        return await asked_in_halves(self._check, tasks)
 
     async def _check(self, tasks: list[Task]) -> list[Attempt]:
         shown = []

@@ -17,8 +17,7 @@ from typing import Any
 from synth.artifacts import RedTeamAnswer, Task, ToolCall
 from synth.folder.format import EnvDraft
 from synth.llm import Gateway
-from synth.llm.budgets import halves
-from synth.llm.errors import OutputTruncated
+from synth.llm.budgets import asked_in_halves
 from synth.pipeline.stages.calls import call_problems
 from synth.pipeline.stages.check_attempts import Attempt, play, task_batches
 from synth.pipeline.stages.envcontext import EnvContext
@@ -44,12 +43,7 @@ class RedTeamAgent:
 
     async def attack(self, tasks: list[Task]) -> list[Attempt]:
         """Every attempt at `tasks`, played and graded; a cut-off answer is asked again in halves."""
-        try:
-            return await self._attack(tasks)
-        except OutputTruncated:
-            if len(tasks) == 1:
-                raise
-            return [a for half in halves(tasks) for a in await self.attack(half)]
+        return await asked_in_halves(self._attack, tasks)
 
     async def _attack(self, tasks: list[Task]) -> list[Attempt]:
         shown = [{"task_id": t.task_id, "kind": t.kind, "instruction": t.instruction,

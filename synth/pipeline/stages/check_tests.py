@@ -27,8 +27,7 @@ from synth.errors import SynthError
 from synth.folder.format import EnvDraft
 from synth.folder.toolschema import schema_to_params
 from synth.llm import Gateway
-from synth.llm.budgets import halves, pack, planned_tokens
-from synth.llm.errors import OutputTruncated
+from synth.llm.budgets import asked_in_halves, pack, planned_tokens
 from synth.pipeline.stages.calls import call_problems
 from synth.pipeline.stages.envcontext import EnvContext, data_dump, tables_in_code, tool_source
 from synth.runtime.schema_check import ArgumentError, ArgumentValidator
@@ -62,15 +61,7 @@ class TestingAgent:
 
     async def propose(self, batch: list[ToolSpec]) -> list[ToolTest]:
         """Tests for every tool of `batch`; a cut-off answer is asked again in halves."""
-        try:
-            return await self._ask(batch)
-        except OutputTruncated:
-            if len(batch) == 1:
-                raise
-            out: list[ToolTest] = []
-            for half in halves(batch):
-                out += await self.propose(half)
-            return out
+        return await asked_in_halves(self._ask, batch)
 
     async def _ask(self, batch: list[ToolSpec]) -> list[ToolTest]:
         touched = sorted({t for tool in batch for t in tables_in_code(self.draft.tool_bodies.get(tool.name, ""),
