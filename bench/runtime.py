@@ -201,8 +201,8 @@ def main() -> None:
                 p50 = bench_calls(sandboxed, args.calls, "sandbox")
                 bench_calls(trusted, args.calls, "trusted")
         print(f"sandbox p50 {'<' if p50 < 1e-3 else '>='} 1 ms target: {'met' if p50 < 1e-3 else 'MISSED'}")
-        print(f"before this change (issue 16, same machine kind): reset ~55 us, sandboxed call p50 ~46 us; "
-              f"now: sandboxed call p50 {p50 * 1e6:.0f} us")
+        print(f"sandboxed call p50 now {p50 * 1e6:.0f} us; for a same-machine figure from before the OS layer, "
+              "run this script as it was at commit f97ce57")
 
 
 if __name__ == "__main__":
