@@ -103,12 +103,6 @@ class SandboxPool:
         self._spare_starting = False
         self._spares_made: list[Slot] = []
         self._abandoned: collections.deque[Handle] = collections.deque()
-        for spare in self._spares_made:
-            for fd in (spare.wfd, spare.rfd):
-                if fd >= 0:
-                    os.close(fd)
-            spare.proc, spare.wfd, spare.rfd, spare.poller = None, -1, -1, None
-        self._spare, self._spare_starting = None, False
         self._lock = threading.Lock()
         self._freed = threading.Condition(self._lock)
         self._ids = itertools.count(1)

@@ -47,9 +47,10 @@ class EnvRow:
         return [name for name, ok in self.gates.items() if not ok]
 
 
-def _signature(path: Path) -> tuple:
+def files_signature(path: Path, names: tuple[str, ...] = _WATCHED) -> tuple:
+    """(mtime, size) of each named file of a folder, None where missing: changes when any of them does."""
     sig = []
-    for name in _WATCHED:
+    for name in names:
         try:
             st = os.stat(path / name)
             sig.append((st.st_mtime_ns, st.st_size))
@@ -139,7 +140,7 @@ class EnvIndex:
         rows = []
         with self._lock:
             for path in paths:
-                sig = _signature(path)
+                sig = files_signature(path)
                 cached = self._cache.get(path)
                 if cached is None or cached[0] != sig or cached[1].key != keys[path]:
                     cached = (sig, read_row(path, keys[path]))

@@ -8,7 +8,6 @@ IDLE_SECONDS, or is the oldest when MAX_SESSIONS are open.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 import uuid
@@ -18,21 +17,11 @@ from typing import Any
 
 from synth.errors import InputError, SynthError
 from synth.use.replay import state_diff
+from synth.view.index import files_signature
 
 MAX_SESSIONS = 16
 IDLE_SECONDS = 1800.0
 _CODE_FILES = ("env.json", "tools.json", "tools.py", "tasks.jsonl", "verifiers.py", "db/initial.sqlite")
-
-
-def _signature(path: Path) -> tuple:
-    out = []
-    for name in _CODE_FILES:
-        try:
-            st = os.stat(path / name)
-            out.append((st.st_mtime_ns, st.st_size))
-        except OSError:
-            out.append(None)
-    return tuple(out)
 
 
 def run_step(episode: Any, tool: str, arguments: Any) -> dict[str, Any]:
@@ -82,7 +71,7 @@ class Live:
         """The loaded env of `path` (sandboxed), reloaded when its files change."""
         from synth.runtime import Env
 
-        sig = _signature(path)
+        sig = files_signature(path, _CODE_FILES)
         with self._lock:
             cached = self._envs.get(path)
             if cached and cached[0] == sig:
