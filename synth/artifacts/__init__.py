@@ -16,7 +16,7 @@ from synth.artifacts.scenarios import (CrudJudgement, DuplicateJudgement, Reject
     ScenarioBatch, ScenarioDraft, Seed)  # noqa: F401
 from synth.artifacts.env import (ActingUser, Check, DataAnswer, DataFixAnswer, Difficulty, EnvManifest, EnvStatus,
     Invariant, PortableType, RevisedInvariant, Reward, Rules, SchemaAnswer, StateChanges, TableRows, Task, TaskBatch,
-    TaskDraft, ToolBody, ToolCall, ToolCodeAnswer, ToolParam, ToolSpec, ToolSpecAnswer, ToolSpecDraft, Transition,
+    TaskDraft, ToolBody, ToolCall, ToolCodeAnswer, ToolParam, ToolSpec, ToolSpecAnswer, ToolSpecDraft, ToolSpecRevision, Transition,
     TransitionDraft)  # noqa: F401
 from synth.artifacts.verification import (CaseVerdict, Expectation, GateResult, GoldAction, GoldAnswer, GoldBatch,
     GoldTaskAnswer, JudgeVerdict, Observation, PASSING_VERDICTS, ParaphraseAnswer, ParaphraseSet, RedTeamAnswer,

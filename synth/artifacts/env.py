@@ -169,6 +169,16 @@ class ToolSpecAnswer(BaseModel):
     tools: list[ToolSpecDraft]
 
 
+class ToolSpecRevision(BaseModel):
+    """Answer of the `tool_spec` consolidation turn: edits to the merged list of every part's tools."""
+
+    drop: list[str] = Field(default_factory=list, description="Names of tools to remove (merged into others, "
+                            "or not needed)")
+    replace: list[ToolSpecDraft] = Field(default_factory=list, description="Tools that replace the tools of the "
+                                         "same name (e.g. a search tool widened with the filters of dropped ones)")
+    add: list[ToolSpecDraft] = Field(default_factory=list, description="New tools, only if something is missing")
+
+
 class ToolBody(BaseModel):
     name: str
     body: str = Field(

@@ -28,6 +28,8 @@ MAX_ROWS_SHOWN = 3  # breaking rows quoted per violated invariant
 MAX_STEPS = 2_000_000  # SQLite VM steps (in units of PROGRESS_EVERY) before a query is stopped
 PROGRESS_EVERY = 1000
 STATUS_COLUMN_RE = re.compile(r"^(status|state|[a-z0-9_]+_(status|state))$", re.IGNORECASE)
+# A history or audit table's old_status / new_status columns record a change; they are not a status machine.
+HISTORY_COLUMN_RE = re.compile(r"^(old|new|previous|prior|from|to)_", re.IGNORECASE)
 
 _READ_ACTIONS = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION}
 _RECURSIVE = getattr(sqlite3, "SQLITE_RECURSIVE", 33)  # WITH RECURSIVE: reading too
@@ -134,7 +136,7 @@ def status_columns(conn: sqlite3.Connection) -> list[tuple[str, str, list[str]]]
     found = []
     for table in user_tables(conn):
         for column in table_columns(conn, table):
-            if STATUS_COLUMN_RE.match(column):
+            if STATUS_COLUMN_RE.match(column) and not HISTORY_COLUMN_RE.match(column):
                 values = check_values(conn, table, column)
                 if values and len(values) > 1:
                     found.append((table, column, values))

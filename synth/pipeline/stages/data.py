@@ -25,7 +25,8 @@ import sqlite3
 from dataclasses import dataclass, field
 
 from synth.artifacts import ActingUser, DataAnswer, DataFixAnswer, Invariant, Rules, Scenario, Task
-from synth.folder.database import DatabaseError, build_database, open_bytes, run_script, split_statements, table_counts
+from synth.folder.database import (DatabaseError, build_database, open_bytes, run_script, split_statements,
+                                   table_columns, table_counts, user_tables)
 from synth.folder.rules import check_invariants
 from synth.llm import Gateway
 from synth.llm.budgets import pack, planned_tokens
@@ -36,7 +37,8 @@ from synth.pipeline.stages.schema import strip_sql_comments
 STAGE = "data"
 FIX_STAGE = "data_fix"
 MAX_FK_DETAILS = 15
-ROWS_PLANNED = 12  # rows a main table is expected to get, for sizing groups
+ROWS_PLANNED = 12  # rows a main table is expected to get, for sizing groups (the prompt asks for 8-15)
+INVARIANT_TURNS = 1  # repair turns a part gets for the invariants its rows break (the final data_fix does the rest)
 _INSERT_RE = re.compile(r"^\s*(INSERT|REPLACE)\b", re.IGNORECASE)
 _TARGET_RE = re.compile(r"^\s*(?:INSERT|REPLACE)\s+(?:OR\s+\w+\s+)?INTO\s+[\"`\[]?([A-Za-z_][A-Za-z0-9_]*)", re.I)
 
@@ -87,6 +89,39 @@ def data_problems(schema_sql: str, data_sql: str) -> tuple[list[str], bytes | No
         # The row-level causes first: one bad row fails its whole INSERT and then its children.
         problems = foreign_key_details(schema_sql, data_sql) + problems
     return problems, None
+
+
+# Columns that date something that already happened (booked_at, created_on, date_paid, ...): never after today.
+_PAST_COLUMN_RE = re.compile(
+    r"^(?:(?:created|booked|recorded|submitted|paid|issued|received|signed|logged|completed|approved|registered|"
+    r"enrolled|requested|cancelled|canceled|returned|attended|placed|ordered|filed|reported|verified|closed|"
+    r"resolved|last_updated|updated|modified|changed)_(?:at|on|date|time)|date_(?:created|booked|paid|issued|"
+    r"received|submitted|filed|placed|ordered|completed|recorded|reported))$", re.IGNORECASE)
+_ISO_DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}")
+MAX_DATE_PROBLEMS = 8
+
+
+def future_records(db_bytes: bytes, today: str, tables: list[str] | None = None) -> list[str]:
+    """Rows dating something that already happened (a booking's booked_at, a payment's paid_on)
+    after the application's today: a record cannot have been made in the future."""
+    conn = open_bytes(db_bytes, readonly=True)
+    problems: list[str] = []
+    try:
+        for table in tables if tables is not None else user_tables(conn):
+            for column in table_columns(conn, table):
+                if not _PAST_COLUMN_RE.match(column):
+                    continue
+                rows = conn.execute(f"SELECT rowid, {_quote(column)} FROM {_quote(table)} WHERE "
+                                    f"typeof({_quote(column)}) = 'text' AND substr({_quote(column)}, 1, 10) > ?",
+                                    (today,)).fetchall()
+                for rowid, value in rows:
+                    if _ISO_DATE_RE.match(value) and len(problems) < MAX_DATE_PROBLEMS:
+                        problems.append(f"table {table} row {rowid}: {column} = {value!r} is after today ({today}); "
+                                        f"{column} records something that already happened, so it is on or "
+                                        "before today (upcoming events go in their own date column)")
+    finally:
+        conn.close()
+    return problems
 
 
 def sparse_tables(db_bytes: bytes, minimum: int = 3) -> list[str]:
@@ -192,17 +227,39 @@ class DataStage:
     def _subject(self, group: list[str], single: bool) -> str:
         return self.scenario.env_id if single else f"{self.scenario.env_id}/{'+'.join(group)}"
 
+    def _partners(self, group: list[str]) -> list[str]:
+        """Filled tables the group's rows must agree with: their parents, and the tables an invariant
+        ties to the group's tables."""
+        wanted = {p for t in group for p in self.parents[t]}
+        for inv in self.rules.invariants:
+            tables = tables_in_code(inv.sql, self.order)
+            if any(t in group for t in tables):
+                wanted |= set(tables)
+        return sorted((t for t in wanted if t not in group and t.lower() in self.rows), key=self.order.index)
+
+    def _ready_invariants(self, group: list[str]) -> list[Invariant]:
+        """The invariants that involve the group and whose tables are all filled once it lands."""
+        filled = {t.lower() for t in self.rows} | {t.lower() for t in group}
+        out = []
+        for inv in self.rules.invariants:
+            tables = tables_in_code(inv.sql, self.order)
+            if any(t in group for t in tables) and all(t.lower() in filled for t in tables):
+                out.append(inv)
+        return out
+
     async def _fill(self, group: list[str], single: bool) -> None:
-        earlier = sorted({p for t in group for p in self.parents[t] if p not in group and p.lower() in self.rows},
-                         key=self.order.index)
+        partners = self._partners(group)
         before = self.data_sql
-        before_bytes = build_database(self.schema_sql, before) if earlier else None
+        before_bytes = build_database(self.schema_sql, before) if partners else None
         wants_user = self.acting_table in group
+        ready = self._ready_invariants(group)
         messages = self.context.messages(
             "data", tasks=self.tasks, group=group, single=single, all_tables=self.order,
             filled=[t for t in self.order if t.lower() in self.rows],
-            earlier=data_dump(before_bytes, earlier) if before_bytes else "",
-            acting_table=self.acting_table if wants_user else None, acting_role=self.acting_role)
+            earlier=data_dump(before_bytes, partners) if before_bytes else "",
+            acting_table=self.acting_table if wants_user else None, acting_role=self.acting_role,
+            rows_per_table=ROWS_PLANNED, chars=planned_tokens(STAGE, self.gateway.settings.max_tokens) * 4)
+        invariant_turns = [0]
 
         def validate(answer: DataAnswer) -> list[str]:
             grouped, unknown = statements_by_table(answer.inserts)
@@ -216,9 +273,16 @@ class DataStage:
             found, db_bytes = data_problems(self.schema_sql, before + answer.inserts)
             if found:
                 return found
+            found = future_records(db_bytes, self.context.today, group)
+            if ready and invariant_turns[0] < INVARIANT_TURNS:
+                broken = [v.text() + "; fix it in the rows of " + ", ".join(group)
+                          for v in check_invariants(db_bytes, ready)]
+                if broken:
+                    invariant_turns[0] += 1
+                    found += broken
             if wants_user:
-                return self._acting_problems(answer, db_bytes)
-            return []
+                found += self._acting_problems(answer, db_bytes)
+            return found
 
         answer = await generate_until_valid(
             self.gateway, DataAnswer, messages, stage=STAGE, subject=self._subject(group, single), validate=validate,
@@ -262,6 +326,8 @@ class DataStage:
             problems, db_bytes = data_problems(self.schema_sql, self.data_sql)
             violations = check_invariants(db_bytes, self.rules.invariants) if db_bytes else []
             problems += [v.text() for v in violations]
+            dated = future_records(db_bytes, self.context.today) if db_bytes else []
+            problems += dated
             if db_bytes is not None and not problems:
                 return db_bytes
             self.report.add_problems(problems)
@@ -270,7 +336,9 @@ class DataStage:
             fixes += 1
             self.report.repairs += 1
             involved = sorted({t for v in violations for inv in self.rules.invariants if inv.name == v.name
-                               for t in tables_in_code(inv.sql, self.order)}, key=self.order.index)
+                               for t in tables_in_code(inv.sql, self.order)}
+                              | {t for t in self.order for p in dated if p.startswith(f"table {t} row ")},
+                              key=self.order.index)
             shown = data_dump(db_bytes, involved) if db_bytes else ""
             if convo is None:
                 convo = self.context.messages("data_fix", problems=problem_list(problems), dump=shown)

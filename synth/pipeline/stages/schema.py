@@ -29,6 +29,7 @@ from synth.pipeline.stages.repair import StageReport, generate_until_valid
 
 STAGE = "schema"
 MIN_TABLES = 3
+MAX_TABLES = 16  # every table costs data, tools, tests and prompt tokens; the prompt asks for 8-14
 _DDL_RE = re.compile(r"^\s*CREATE\s+(TABLE|(UNIQUE\s+)?INDEX)\b", re.IGNORECASE)
 
 
@@ -95,6 +96,9 @@ def schema_problems(ddl: str) -> list[str]:
         if len(tables) < MIN_TABLES:
             problems.append(f"the schema creates {len(tables)} table(s); model the application with at least "
                             f"{MIN_TABLES} related tables")
+        if len(tables) > MAX_TABLES:
+            problems.append(f"the schema creates {len(tables)} tables; keep it to at most {MAX_TABLES}: fold small "
+                            "lookup tables into CHECK lists and merge tables that describe the same thing")
         problems += foreign_key_problems(conn)
     finally:
         conn.close()
