@@ -123,6 +123,13 @@ def test_database_helpers_and_the_rubric(h):
                                      "after": {"id": 1, "name": "Bella", "owner": 2}, "columns": ["owner"]}]
     assert h.only_changed(d, {"pets": [1, 2, "added"]}) and not h.only_changed(d, {"pets": [1, "added"]})
     assert not h.only_changed(d, {"pets": [1, 2]}) and not h.only_changed(d, {})
+    # the named form: a listed row may change only the listed columns; additions and removals are named
+    assert h.only_changed(d, {"pets": {"rows": {1: ["owner"]}, "added": True, "removed": [2]}})
+    assert h.only_changed(d, {"pets": {"rows": {"1": ["owner", "name"]}, "added": True, "removed": ["2"]}})
+    assert not h.only_changed(d, {"pets": {"rows": {1: ["name"]}, "added": True, "removed": [2]}})
+    assert not h.only_changed(d, {"pets": {"rows": {1: ["owner"]}, "removed": [2]}})
+    assert not h.only_changed(d, {"pets": {"rows": {1: ["owner"]}, "added": True}})
+    assert not h.only_changed(d, {"pets": {"rows": {2: ["owner"]}, "added": True, "removed": [2]}})
     assert h.unchanged(before, db([(1, "Bella", 1), (2, "Milo", 1)])) and not h.unchanged(before, after)
     assert h.query_rows(before, "SELECT name FROM pets WHERE id = ?", (2,)) == [{"name": "Milo"}]
     checks = h.rubric([h.check("a", True, 2), h.check("b", False)])

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from synth.artifacts import GoldAnswer, Task
 from synth.pipeline.stages.gold import answer_problems
-from synth.pipeline.stages.verifier_lint import substring_checks
+from synth.pipeline.stages.verifier_lint import loose_change_checks, substring_checks
 from verifykit import make_verified_library
 from synth.folder.format import read_env_draft
 
@@ -33,3 +33,14 @@ def test_gold_answers_need_helpers_and_a_report_for_write_tasks(tmp_path):
     assert answer_problems(GoldAnswer(actions=gold, expected_answer="Done: Ana is on the list.",
                                       verifier_body=fine), task, draft) == []
     assert isinstance(task, Task)
+
+
+def test_only_changed_must_name_the_columns_a_row_may_change():
+    """A red team passed unrequested edits through only_changed's older list form (any column of an
+    allowed row could change); a new verifier must name the columns."""
+    loose = 'd = db_diff(initial_db, final_db)\nreturn rubric([check("x", only_changed(d, {"bookings": [12]}))])'
+    assert loose_change_checks(loose) and "name the columns" in loose_change_checks(loose)[0]
+    strict = ('d = db_diff(initial_db, final_db)\n'
+              'return rubric([check("x", only_changed(d, {"bookings": {"rows": {12: ["status"]}}, '
+              '"payments": {"added": True}}))])')
+    assert loose_change_checks(strict) == []

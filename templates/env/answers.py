@@ -405,16 +405,43 @@ def unchanged(initial_db: sqlite3.Connection, final_db: sqlite3.Connection, only
 
 
 def only_changed(changes: dict, allowed: dict) -> bool:
-    """True when every change in `changes` (a db_diff()) is allowed: {table: [keys of rows that may change
-    or be removed, and "added" if rows may be added]}. Anything else changed makes it False."""
+    """True when every change in `changes` (a db_diff()) is one the task asked for; `allowed` maps a
+    table to what may change in it:
+        {"bookings": {"rows": {12: ["status", "cancelled_at"]}, "added": True, "removed": [7]}}
+    "rows": row key (primary key value; a tuple for a composite key) -> the only columns that row may
+    change; "added": new rows may appear; "removed": keys of rows that may be deleted. Tables not
+    named must not change at all. (The older form {table: [keys..., "added"]} still works: a listed
+    row may then change in any column.)"""
     for table, change in changes.items():
-        ok = allowed.get(table, [])
-        ok = [ok] if isinstance(ok, (str, int, tuple)) else list(ok)
+        spec = allowed.get(table)
+        if isinstance(spec, dict):
+            rows = {_row_key(k): set(v) if isinstance(v, (list, tuple, set)) else {v}
+                    for k, v in (spec.get("rows") or {}).items()}
+            if change["added"] and not spec.get("added"):
+                return False
+            removable = {_row_key(k) for k in (spec.get("removed") or [])}
+            if any(_row_key(k) not in removable for k in change["removed_keys"]):
+                return False
+            for c in change["changed"]:
+                columns = rows.get(_row_key(c["key"]))
+                if columns is None or not set(c["columns"]) <= columns:
+                    return False
+            continue
+        ok = [] if spec is None else [spec] if isinstance(spec, (str, int, tuple)) else list(spec)
         if change["added"] and "added" not in ok and not all(k in ok for k in change["added_keys"]):
             return False
         if any(c["key"] not in ok for c in change["changed"]) or any(k not in ok for k in change["removed_keys"]):
             return False
     return True
+
+
+def _row_key(key):
+    """A row key as db_diff gives it (a list from JSON becomes a tuple; "12" matches 12)."""
+    if isinstance(key, list):
+        return tuple(_row_key(k) for k in key)
+    if isinstance(key, str) and key.strip().lstrip("-").isdigit():
+        return int(key)
+    return key
 
 
 def rubric(checks: list) -> list:

@@ -33,7 +33,7 @@ changes = db_diff(initial_db, final_db)
 row = query_rows(final_db, "SELECT status FROM room_bookings WHERE id = 14")
 return rubric([
     check("room booking 14 is cancelled", bool(row) and row[0]["status"] == "cancelled", 3.0),
-    check("nothing else changed", only_changed(changes, {"room_bookings": [14]})),
+    check("nothing else changed", only_changed(changes, {"room_bookings": {"rows": {14: ["status"]}}})),
     check("the answer reports the cancellation", reports(answer, ["Forge"])),
 ])
 ''',
@@ -46,7 +46,7 @@ edits = changes.get("members", {}).get("changed", [])
 return rubric([
     check("Priya Raman's phone is 555-0142", bool(after) and str(after[0]["phone"]).strip() == "555-0142", 3.0),
     check("only her phone number changed", all(c["columns"] == ["phone"] for c in edits)
-          and only_changed(changes, {"members": [member_id]})),
+          and only_changed(changes, {"members": {"rows": {member_id: ["phone"]}}})),
     check("the answer reports the new number", reports(answer, ["555-0142"])),
 ])
 ''',
@@ -82,7 +82,7 @@ return rubric([
           and b.get("start_time") == "2025-06-04 14:00" and b.get("end_time") == "2025-06-04 16:00"
           and b.get("status") == "confirmed", 3.0),
     check("for 6 people, a client workshop", b.get("attendees") == 6 and "workshop" in str(b.get("purpose")).lower()),
-    check("nothing else changed", only_changed(changes, {"room_bookings": ["added"]})),
+    check("nothing else changed", only_changed(changes, {"room_bookings": {"added": True}})),
     check("the answer reports the booking", reports(answer, ["Anvil", "2025-06-04 14:00"])),
 ])
 ''',
@@ -101,7 +101,7 @@ return rubric([
     check("one new booking for Marcus Bell on 2025-06-06", bool(member) and b.get("member_id") == member[0]["id"]
           and b.get("booking_date") == "2025-06-06" and b.get("status") == "booked", 2.0),
     check("a free quiet-zone desk with a monitor", suits, 2.0),
-    check("nothing else changed", only_changed(changes, {"desk_bookings": ["added"]})),
+    check("nothing else changed", only_changed(changes, {"desk_bookings": {"added": True}})),
     check("the answer names the desk", reports(answer, [desk.get("code") or "-"])),
 ])
 ''',
@@ -138,7 +138,8 @@ return rubric([
           and all(room_after.get(i) == "cancelled" for i in rooms), 2.0),
     check("her desk bookings from 2025-06-03 on are cancelled", bool(desks)
           and all(desk_after.get(i) == "cancelled" for i in desks), 2.0),
-    check("nothing else changed", only_changed(changes, {"room_bookings": rooms, "desk_bookings": desks})),
+    check("nothing else changed", only_changed(changes, {"room_bookings": {"rows": {k: ["status"] for k in rooms}},
+                                                         "desk_bookings": {"rows": {k: ["status"] for k in desks}}})),
     check("the answer reports the cancellations", reports(answer, [])),
 ])
 ''',
@@ -159,8 +160,9 @@ moved = bool(office) and bool(plan) and plan[0]["plan_id"] == office[0]["id"] an
 return rubric([
     check("everything he owed is paid by card today", paid, 2.0),
     check("he is on the Private Office plan, with the change recorded", moved, 2.0),
-    check("nothing else changed", only_changed(changes, {"invoices": owed, "members": [member_id],
-                                                         "plan_changes": ["added"]})),
+    check("nothing else changed", only_changed(changes, {"invoices": {"rows": {k: ["status", "paid_on", "payment_method"] for k in owed}},
+                                                         "members": {"rows": {member_id: ["plan_id"]}},
+                                                         "plan_changes": {"added": True}})),
     check("the answer reports the payments and the plan change", reports(answer, ["Private Office"])),
 ])
 ''',

@@ -31,7 +31,8 @@ return rubric([
     check("the loan of that copy is returned", bool(after) and after[0]["status"] == "returned"
           and after[0]["returned_date"] is not None, 3.0),
     check("the copy is back in circulation", bool(shelf) and shelf[0]["status"] in ("available", "on_hold_shelf")),
-    check("nothing else changed", only_changed(changes, {"loans": [loan_id], "copies": [copy_id]})),
+    check("nothing else changed", only_changed(changes, {"loans": {"rows": {loan_id: ["status", "returned_date"]}},
+                                                         "copies": {"rows": {copy_id: ["status"]}}})),
     check("the answer reports the check-in", reports(answer, [copy[0]["title"]] if copy else ["-"])),
 ])
 ''',
@@ -61,7 +62,7 @@ renewed = bool(before) and after.get("renewals") == before["renewals"] + 1 and \
     str(after.get("due_date")) > str(before["due_date"]) and after.get("status") == "active"
 return rubric([
     check("the loan is renewed once with a later due date", renewed, 3.0),
-    check("nothing else changed", only_changed(changes, {"loans": [before.get("id", -1)]})),
+    check("nothing else changed", only_changed(changes, {"loans": {"rows": {before.get("id", -1): ["due_date", "renewals"]}}})),
     check("the answer reports the new due date", reports(answer, [after.get("due_date") or "-"])),
 ])
 ''',
@@ -94,7 +95,7 @@ settled = bool(owed) and all(after.get(f["id"]) == "paid" and abs(by_fine.get(f[
 return rubric([
     check("every unpaid fine of his is paid in full", settled, 3.0),
     check("paid by card", bool(paid) and all(p["method"] == "card" for p in paid)),
-    check("nothing else changed", only_changed(changes, {"fines": ids, "payments": ["added"]})
+    check("nothing else changed", only_changed(changes, {"fines": {"rows": {k: ["status"] for k in ids}}, "payments": {"added": True}})
           and set(by_fine) <= set(ids)),
     check("the answer reports the payment", reports(answer, [])),
 ])
@@ -109,7 +110,7 @@ return rubric([
           2.0),
     check("email, phone and a Junior card", m.get("email") == "lily.chen@example.com" and m.get("phone") == "555-0147"
           and bool(junior) and m.get("membership_type_id") == junior[0]["id"] and m.get("status") == "active", 2.0),
-    check("nothing else changed", only_changed(changes, {"members": ["added"]})),
+    check("nothing else changed", only_changed(changes, {"members": {"added": True}})),
     check("the answer gives her card number", reports(answer, [m.get("card_number") or "-"])),
 ])
 ''',
@@ -123,7 +124,7 @@ return rubric([
     check("one new waiting hold of Project Hail Mary for card 21000123", bool(member) and bool(book)
           and hold.get("member_id") == member[0]["id"] and hold.get("book_id") == book[0]["id"]
           and hold.get("status") == "waiting", 3.0),
-    check("nothing else changed", only_changed(changes, {"holds": ["added"]})),
+    check("nothing else changed", only_changed(changes, {"holds": {"added": True}})),
     check("the answer reports the hold", reports(answer, ["Project Hail Mary"])),
 ])
 ''',
@@ -168,9 +169,10 @@ return rubric([
     check("both books returned", returned, 2.0),
     check("no unpaid fine left, any late fee paid in cash", not fines and all(p["method"] == "cash" for p in paid), 2.0),
     check("Circe checked out to Tom from the hold", circe and bool(held) and held[0]["status"] == "fulfilled", 2.0),
-    check("nothing else changed", only_changed(changes, {"loans": [l["id"] for l in out] + ["added"], "copies": copies,
-                                                        "fines": ["added"], "payments": ["added"],
-                                                        "holds": [h["id"] for h in hold]})
+    check("nothing else changed", only_changed(changes, {"loans": {"rows": {l["id"]: ["status", "returned_date"] for l in out}, "added": True},
+                                                        "copies": {"rows": {k: ["status"] for k in copies}},
+                                                        "fines": {"added": True}, "payments": {"added": True},
+                                                        "holds": {"rows": {h["id"]: ["status"] for h in hold}}})
           and all(f["member_id"] == tom_id for f in changes.get("fines", {}).get("added", []))),
     check("the answer reports the returns and the checkout", reports(answer, ["Circe"])),
 ])
@@ -184,7 +186,7 @@ after = query_rows(final_db, "SELECT status, note FROM fines WHERE id = ?", (fin
 return rubric([
     check("the 2.50 late fee is waived", bool(after) and after[0]["status"] == "waived", 3.0),
     check("with the reason 'overnight drop box'", bool(after) and "overnight drop box" in str(after[0]["note"]).lower()),
-    check("nothing else changed", only_changed(changes, {"fines": [fine_id]})),
+    check("nothing else changed", only_changed(changes, {"fines": {"rows": {fine_id: ["status", "note"]}}})),
     check("the answer reports the waiver", reports(answer, [2.5])),
 ])
 ''',
@@ -206,8 +208,8 @@ return rubric([
     check("phone number is 555-0182", bool(phone) and phone[0]["phone"] == "555-0182"),
     check("the Dune hold is cancelled", cancelled),
     check("waiting holds on Piranesi and The Overstory", placed, 2.0),
-    check("nothing else changed", only_changed(changes, {"members": [ana_id], "holds": [d["id"] for d in dune]
-                                                         + ["added"]})),
+    check("nothing else changed", only_changed(changes, {"members": {"rows": {ana_id: ["phone"]}},
+                                                         "holds": {"rows": {d["id"]: ["status"] for d in dune}, "added": True}})),
     check("the answer reports the changes", reports(answer, ["555-0182"])),
 ])
 ''',

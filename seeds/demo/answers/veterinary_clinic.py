@@ -29,7 +29,7 @@ changes = db_diff(initial_db, final_db)
 row = query_rows(final_db, "SELECT status FROM appointments WHERE id = 8")
 return rubric([
     check("appointment 8 is cancelled", bool(row) and row[0]["status"] == "cancelled", 3.0),
-    check("nothing else changed", only_changed(changes, {"appointments": [8]})),
+    check("nothing else changed", only_changed(changes, {"appointments": {"rows": {8: ["status"]}}})),
     check("the answer reports the cancellation", reports(answer, ["Coco"])),
 ])
 ''',
@@ -42,7 +42,7 @@ edits = changes.get("owners", {}).get("changed", [])
 only_phone = all(c["columns"] == ["phone"] for c in edits)
 return rubric([
     check("Maria Lopez's phone is 555-0199", bool(after) and str(after[0]["phone"]).strip() == "555-0199", 3.0),
-    check("only her phone number changed", only_phone and only_changed(changes, {"owners": [owner_id]})),
+    check("only her phone number changed", only_phone and only_changed(changes, {"owners": {"rows": {owner_id: ["phone"]}}})),
     check("the answer reports the new number", reports(answer, ["555-0199"])),
 ])
 ''',
@@ -59,7 +59,7 @@ return rubric([
     check("a Bengal cat", pet.get("species") == "cat" and str(pet.get("breed") or "").strip().lower() == "bengal"),
     check("born 2024-09-01, 3.1 kg", pet.get("birth_date") == "2024-09-01"
           and isinstance(weight, (int, float)) and abs(weight - 3.1) < 0.01),
-    check("nothing else changed", only_changed(changes, {"pets": ["added"]})),
+    check("nothing else changed", only_changed(changes, {"pets": {"added": True}})),
     check("the answer reports Pepper's registration", reports(answer, ["Pepper"])),
 ])
 ''',
@@ -93,7 +93,7 @@ return rubric([
           bool(pet) and bool(vet) and visit.get("pet_id") == pet[0]["id"] and visit.get("vet_id") == vet[0]["id"]
           and visit.get("start_time") == "2025-06-11 14:00" and visit.get("status") == "scheduled", 3.0),
     check("booked for a dental check", "dental" in str(visit.get("reason") or "").lower()),
-    check("nothing else changed", only_changed(changes, {"appointments": ["added"]})),
+    check("nothing else changed", only_changed(changes, {"appointments": {"added": True}})),
     check("the answer reports the booking", reports(answer, ["Bella", "2025-06-11 14:00"])),
 ])
 ''',
@@ -108,7 +108,7 @@ same = all(after.get(c) == before.get(c) for c in ("pet_id", "vet_id", "reason")
 return rubric([
     check("Milo's appointment now starts 2025-06-06 11:00", after.get("start_time") == "2025-06-06 11:00", 3.0),
     check("same vet, reason and status", bool(before) and same),
-    check("nothing else changed", only_changed(changes, {"appointments": [before.get("id", -1)]})),
+    check("nothing else changed", only_changed(changes, {"appointments": {"rows": {before.get("id", -1): ["start_time"]}}})),
     check("the answer reports the new time", reports(answer, ["2025-06-06 11:00"])),
 ])
 ''',
@@ -148,8 +148,9 @@ return rubric([
           and abs(inv["total"] - total) < 0.01, 2.0),
     check("paid by card on 2025-06-02", inv.get("status") == "paid" and inv.get("payment_method") == "card"
           and inv.get("paid_on") == "2025-06-02", 2.0),
-    check("nothing else changed", only_changed(changes, {"appointment_treatments": ["added"], "appointments": [aid],
-                                                          "invoices": ["added"]})
+    check("nothing else changed", only_changed(changes, {"appointment_treatments": {"added": True},
+                                                          "appointments": {"rows": {aid: ["status"]}},
+                                                          "invoices": {"added": True}})
           and all(r["appointment_id"] == aid for t in ("appointment_treatments", "invoices")
                   for r in changes.get(t, {}).get("added", []))),
     check("the answer reports the visit closed and paid", reports(answer, [total])),
@@ -172,7 +173,7 @@ pets = [r["name"] for r in query_rows(initial_db, "SELECT name FROM pets WHERE i
 return rubric([
     check("every appointment of Dr. Reed on 2025-06-05 is cancelled", cancelled, 2.0),
     check("each pet rebooked with Dr. Victor Alvarez, same time and reason", rebooked, 2.0),
-    check("nothing else changed", only_changed(changes, {"appointments": [a["id"] for a in sick] + ["added"]})),
+    check("nothing else changed", only_changed(changes, {"appointments": {"rows": {a["id"]: ["status"] for a in sick}, "added": True}})),
     check("the answer reports the rebooked pets", reports(answer, pets)),
 ])
 ''',

@@ -52,7 +52,7 @@ from synth.pipeline.stages.calls import call_problems
 from synth.pipeline.stages.envcontext import EnvContext
 from synth.pipeline.stages.gold_scope import gold_messages
 from synth.pipeline.stages.repair import clip, problem_list
-from synth.pipeline.stages.verifier_lint import substring_checks
+from synth.pipeline.stages.verifier_lint import loose_change_checks, substring_checks
 from synth.runtime.codecheck import check_source
 from synth.use.replay import gold_problems
 
@@ -108,7 +108,7 @@ def answer_problems(answer: GoldAnswer, task: Task, draft: EnvDraft) -> list[str
             problems.append(f"verifier_body: {exc}")
         else:
             problems += [f"verifier_body: {p}" for p in check_source(source, "verifiers.py")]
-        problems += [f"verifier_body: {p}" for p in substring_checks(body)]
+        problems += [f"verifier_body: {p}" for p in substring_checks(body) + loose_change_checks(body)]
     return problems
 
 

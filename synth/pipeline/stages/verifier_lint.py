@@ -68,3 +68,22 @@ def substring_checks(body: str) -> list[str]:
     return [f"line {n}: a bare substring or regex test on the answer; match facts with states(answer, right, "
             "wrong) / mentions(answer, value) (they normalise numbers, dates, times and names and penalise wrong "
             "or hedged facts)" for n in sorted(set(found))]
+
+
+def loose_change_checks(body: str) -> list[str]:
+    """One line per `only_changed(diff, {...})` whose literal allowance lists row keys without naming
+    the columns they may change (the older, permissive form: any column of such a row could change)."""
+    source = "def _verifier(initial_db, final_db, answer):\n" + "\n".join("    " + line for line in body.splitlines())
+    try:
+        tree = parse_source(source, "verifier_body")
+    except SyntaxError:
+        return []
+    found = []
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "only_changed"
+                and len(node.args) >= 2 and isinstance(node.args[1], ast.Dict)
+                and any(isinstance(v, (ast.List, ast.Tuple, ast.Set)) for v in node.args[1].values)):
+            found.append(node.lineno - 1)
+    return [f"line {n}: only_changed with a list of row keys lets every column of those rows change; name the "
+            "columns each row may change: only_changed(diff, {table: {\"rows\": {key: [columns]}, \"added\": True}})"
+            for n in sorted(set(found))]
