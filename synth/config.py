@@ -63,6 +63,9 @@ class Settings(BaseModel):
     parallel_envs: int = Field(4, ge=1, description="scenarios built and verified at the same time")
     build_repair_rounds: int = Field(3, ge=0, description="repair rounds per build stage fed with concrete errors")
     check_rounds: int = Field(3, ge=1, description="test / judge / repair rounds of the check loop")
+    verifier_rounds: int = Field(2, ge=1, description="rounds the check loop may add past --check-rounds to repair "
+                                 "and recheck verifiers the reward agents or gates blame (a finding always gets a "
+                                 "repair)")
     check_pass_rate: float = Field(0.95, ge=0, le=1, description="share of check-loop tests that must pass")
     tool_timeout: float = Field(5.0, gt=0, description="wall-clock seconds per sandboxed tool call")
     probe_threshold: float = Field(0.5, gt=0, le=1, description="an exploit probe (or a red-team attempt) "

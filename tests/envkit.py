@@ -297,7 +297,7 @@ return rubric([
     check("loan_is_maya_dune", loan is not None and loan["member_id"] == 2 and loan["book_id"] == 3, 2.0),
     check("loan_period_14_days", period_ok),
     check("only_dune_copies_changed", copies(final_db) == expected),
-    check("nothing_else_changed", only_changed(changes, {"loans": ["added"], "books": [3]})),
+    check("nothing_else_changed", only_changed(changes, {"loans": {"added": True}, "books": {"rows": {3: ["available_copies"]}}})),
     check("answer_reports_the_loan", reports(answer, ["Dune"])),
 ])
 ''',
@@ -316,7 +316,8 @@ returned = bool(toms) and all(i in after and after[i]["returned_on"] is not None
 return rubric([
     check("all_tom_loans_returned", returned, 2.0),
     check("copies_back_on_shelf", copies == expected),
-    check("nothing_else_changed", only_changed(db_diff(initial_db, final_db), {"loans": toms, "books": books})),
+    check("nothing_else_changed", only_changed(db_diff(initial_db, final_db), {"loans": {"rows": {i: ["returned_on"] for i in toms}},
+                                                                   "books": {"rows": {b: ["available_copies"] for b in books}}})),
     check("answer_reports_the_returns", reports(answer, titles)),
 ])
 ''',
@@ -327,7 +328,7 @@ ok = len(new) == 1 and new[0]["member_id"] == 1 and new[0]["book_id"] == 4 and n
 return rubric([
     check("one_new_reservation", len(new) == 1),
     check("reservation_is_ana_hound", ok, 2.0),
-    check("nothing_else_changed", only_changed(changes, {"reservations": ["added"]})),
+    check("nothing_else_changed", only_changed(changes, {"reservations": {"added": True}})),
     check("answer_does_not_deny_it", not refuses(answer) and not answer_facts(answer, [])["hedged"]),
 ])
 ''',

@@ -231,14 +231,18 @@ def test_gold_that_is_never_fixed_is_recorded_and_the_task_dropped(fake_model, t
     env = make_verified_library(tmp_path)
     set_verifier_body(env, "task_04", ALWAYS_PASSES)
     fake_model.script.add("gold", "city_library/task_04", Reply(json=_gold("task_04", verifier=ALWAYS_PASSES)))
-    settings = _settings(fake_model, tmp_path, check_rounds=2, build_repair_rounds=1)
+    settings = _settings(fake_model, tmp_path, check_rounds=2, verifier_rounds=1, build_repair_rounds=1)
     result = asyncio.run(verify_env(env, Gateway(settings), settings))
 
     assert result.status == "verified", result.reasons
     assert list(result.dropped_tasks) == ["task_04"]
     assert "passes on the untouched initial state" in result.dropped_tasks["task_04"][0]
     calls = _requests(fake_model, "gold", "city_library/task_04")
-    assert len(calls) == 2  # the loop's call with the gate's findings + one repair, in round 1
+    # each repair round: the loop's call with the gate's findings + one repair; round 1, round 2 (the last
+    # tool round), and the one round a verifier finding on clean tools buys past them
+    assert len(calls) == 2 * (settings.check_rounds - 1 + settings.verifier_rounds)
+    rounds = json.loads((env / "report.json").read_text())["check_loop"]["rounds"]
+    assert len(rounds) == settings.check_rounds + settings.verifier_rounds
     assert "Your previous attempt" in _last_user_text(calls[0]) and "looks_fine" in _last_user_text(calls[0])
     assert "passes on the untouched initial state" in _last_user_text(calls[0])
     ids = [json.loads(line)["task_id"] for line in (env / "tasks.jsonl").read_text().splitlines()]

@@ -34,9 +34,12 @@ def load(path: Path) -> Any:
 
 
 def batches(stage: Any, ids: list[str]) -> list[list[str]]:
-    """The batches the stage's agent makes of `ids` at the default output cap."""
+    """The batches the stage's agent makes of `ids` at the default output cap (and its cap on tasks
+    per call, if it has one)."""
     limit = planned_tokens(stage.STAGE, Settings().max_tokens)
-    return pack(ids, {i: stage.TOKENS_PER_TASK for i in ids}, limit)
+    groups = pack(ids, {i: stage.TOKENS_PER_TASK for i in ids}, limit)
+    most = getattr(stage, "MAX_TASKS_PER_CALL", None)
+    return [g[i:i + most] for g in groups for i in range(0, len(g), most)] if most else groups
 
 
 def calls(steps: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:

@@ -96,6 +96,9 @@ class CaseVerdict(BaseModel):
         "refusal or database change, minor ones included)"
     )
     reason: str = Field(description="One or two sentences: what happened and why it is right or wrong")
+    description_fix: str = Field(
+        default="", description="Only when the tool refused (or limited) the call on a rule its description "
+        "does not state: one sentence stating that rule, to add to the tool's description; else \"\"")
 
 
 class ToolJudgement(BaseModel):
@@ -150,7 +153,7 @@ class ToolTest(BaseModel):
 class RepairRecord(BaseModel):
     """One repair the check loop made (report.json check_loop.rounds[i].repairs)."""
 
-    kind: Literal["tool", "verifier"]
+    kind: Literal["tool", "verifier", "description"]  # description: a rule the tool enforces, now stated
     name: str  # tool name or task id
     diagnosis: str = ""
     before: str = ""  # the function's code before the repair

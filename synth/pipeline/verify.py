@@ -29,7 +29,6 @@ from synth.errors import InputError
 from synth.folder.format import EnvDraft, read_env_draft, write_env
 from synth.llm import BudgetExceeded, Gateway
 from synth.pipeline.stages.checkloop import TASK_GATES, CheckLoopResult, run_check_loop
-from synth.pipeline.stages.gold import GoldBudgetStop, generate_gold
 from synth.pipeline.store import RunStore
 
 STAGE = "verify"
@@ -186,20 +185,15 @@ async def _verify(draft: EnvDraft, root: Path, gateway: Gateway, settings: Setti
     usage_before = usage.cost, usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens
     draft.status, draft.failure_reason = "built", None  # until this run decides
     try:
-        try:
-            draft, gold = await generate_gold(draft, gateway, settings, pool=pool)
-        except GoldBudgetStop as stop:
-            draft = stop.draft  # keep the gold solutions finished before the budget ran out
-            draft.report["gold"] = stop.report.model_dump(mode="json")
-            raise
-        if gold.tasks:
-            draft.report["gold"] = gold.model_dump(mode="json")
+        # The loop writes the gold solutions beside its first tests (stages/checkloop.py).
         loop = await run_check_loop(draft, root, gateway, settings, pool=pool)
     except BudgetExceeded as exc:
         draft.report["budget_stopped"] = str(exc)
         write_env(draft, root)
         return result.model_copy(update={"budget_stopped": True, "reasons": [str(exc)]})
     draft = loop.draft
+    if loop.gold is not None and loop.gold.tasks:
+        draft.report["gold"] = loop.gold.model_dump(mode="json")
     draft.report["check_loop"] = {
         "passed": loop.passed, "pass_rate": loop.pass_rate, "rounds": [r.model_dump(mode="json") for r in loop.rounds],
         "reasons": loop.reasons, "judge_model": loop.judge_model, "generator_model": gateway.model,

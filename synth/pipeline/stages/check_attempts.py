@@ -19,20 +19,24 @@ from synth.pipeline.stages.repair import clip
 from synth.use.replay import canonical, preview, state_diff
 from synth.use.reward import compare_states, gold_final
 
-RESULT_CHARS = 500  # a tool result as an agent or the judge sees it
+RESULT_CHARS = 1500  # a tool result as an agent or the judge sees it: cut by whole items, saying how many
 
 
-def task_batches(stage: str, tasks: list[Task], tokens_per_task: int, max_tokens: int) -> list[list[Task]]:
-    """Consecutive groups of tasks whose answers fit one request of `stage` at the model's cap."""
+def task_batches(stage: str, tasks: list[Task], tokens_per_task: int, max_tokens: int,
+                 most: int | None = None) -> list[list[Task]]:
+    """Consecutive groups of tasks whose answers fit one request of `stage` at the model's cap
+    (and, with `most`, of at most that many tasks: each one's tool results fill the prompt)."""
     ids = [t.task_id for t in tasks]
     by_id = {t.task_id: t for t in tasks}
-    return [[by_id[i] for i in group]
-            for group in pack(ids, {i: tokens_per_task for i in ids}, planned_tokens(stage, max_tokens))]
+    groups = pack(ids, {i: tokens_per_task for i in ids}, planned_tokens(stage, max_tokens))
+    if most:
+        groups = [g[i:i + most] for g in groups for i in range(0, len(g), most)]
+    return [[by_id[i] for i in group] for group in groups]
 
 
 def observation_text(observation: dict[str, Any], limit: int = RESULT_CHARS) -> str:
     if observation.get("ok"):
-        return clip(canonical(preview(observation.get("result"), limit)), limit + 100)
+        return canonical(preview(observation.get("result"), limit))
     return f"error: {clip(str(observation.get('error')), 300)}"
 
 
@@ -54,7 +58,7 @@ class Attempt:
         return 0.0 if self.reward is None or self.reward.error else self.reward.reward
 
     def steps(self) -> list[str]:
-        return [f"{c.tool}({clip(canonical(c.arguments), 200)}) -> {observation_text(o)}"
+        return [f"{c.tool}({canonical(c.arguments)}) -> {observation_text(o)}"
                 for c, o in zip(self.calls, self.observations)]
 
     def case(self, case_id: str, expect: str, note: str = "") -> VerifierCase:
@@ -101,12 +105,12 @@ def judge_item(env: Any, attempt: Attempt, item_id: str, question: str, volatile
         elif attempt.same_state:
             versus = "the same"
         else:
-            versus = "different: " + clip(describe_diff(state_diff(gold, attempt.final_db, volatile)), 1500) + \
+            versus = "different: " + describe_diff(state_diff(gold, attempt.final_db, volatile)) + \
                      " (rows as they are in the attempt's database relative to the reference's)"
     checks = ", ".join(f"{c.name}: {'passed' if c.passed else 'FAILED'}" for c in attempt.reward.checks) \
         if attempt.reward is not None else "none"
     return {"item_id": item_id, "task_id": attempt.task.task_id, "kind": attempt.task.kind, "question": question,
             "instruction": attempt.task.instruction, "expected": attempt.task.expected_answer,
-            "calls": "; ".join(attempt.steps()) or "none", "answer": attempt.answer, "diff": clip(diff, 1500),
+            "calls": "; ".join(attempt.steps()) or "none", "answer": attempt.answer, "diff": diff,
             "versus_gold": versus, "checks": clip(checks, 800), "reward": f"{attempt.score:.2f}",
             "probes": ", ".join(f"{p.get('probe')} {float(p.get('reward') or 0):.2f}" for p in probes) or "none"}

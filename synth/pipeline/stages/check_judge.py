@@ -76,6 +76,8 @@ def shown_test(test: ToolTest) -> dict[str, str]:
 class CheckingAgent:
     def __init__(self, gateway: Gateway):
         self.gateway = gateway
+        # tool -> [(test_id, sentence)]: rules a tool enforces that its description does not state
+        self.description_fixes: dict[str, list[tuple[str, str]]] = {}
 
     @property
     def model(self) -> str:
@@ -117,4 +119,8 @@ class CheckingAgent:
                                                grow=len(names) == 1)
         verdicts = {v.test_id: v for v in answer.verdicts}
         for test in tests:
-            test.verdict, test.reason = verdicts[test.test_id].verdict, verdicts[test.test_id].reason
+            verdict = verdicts[test.test_id]
+            test.verdict, test.reason = verdict.verdict, verdict.reason
+            fix = " ".join(verdict.description_fix.split())
+            if fix and verdict.verdict != "fail":
+                self.description_fixes.setdefault(test.tool, []).append((test.test_id, fix))

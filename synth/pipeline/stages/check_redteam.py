@@ -20,9 +20,11 @@ from synth.llm import Gateway
 from synth.llm.budgets import asked_in_halves
 from synth.pipeline.stages.calls import call_problems
 from synth.pipeline.stages.check_attempts import Attempt, play, task_batches
-from synth.pipeline.stages.envcontext import EnvContext
+from synth.pipeline.stages.envcontext import EnvContext, data_dump, tables_in_code
+from synth.pipeline.stages.task_rows import request_rows
 
 STAGE = "red_team"
+ROWS_SHOWN = 15  # rows per table the red team sees besides the rows the tasks name
 MAX_ATTEMPTS = 3
 TOKENS_PER_TASK = 220  # output tokens of one task's attempts (most tasks get one or two)
 
@@ -41,6 +43,15 @@ class RedTeamAgent:
     def batches(self, tasks: list[Task]) -> list[list[Task]]:
         return task_batches(STAGE, tasks, TOKENS_PER_TASK, self.gateway.settings.max_tokens)
 
+    def draft_tables(self) -> list[str]:
+        from synth.folder.database import open_bytes, user_tables
+
+        conn = open_bytes(self.env.initial_db, readonly=True)
+        try:
+            return user_tables(conn)
+        finally:
+            conn.close()
+
     async def attack(self, tasks: list[Task]) -> list[Attempt]:
         """Every attempt at `tasks`, played and graded; a cut-off answer is asked again in halves."""
         return await asked_in_halves(self._attack, tasks)
@@ -51,7 +62,12 @@ class RedTeamAgent:
         # The scenario, the rules and the tools; not the schema: the verifiers' code shows what they read.
         context = EnvContext.of(self.draft)
         context.schema_sql = ""
-        messages = context.messages(STAGE, tasks=shown, max_attempts=MAX_ATTEMPTS)
+        # The rows the tasks name and the tables their verifiers read: real ids and values to attack with.
+        db = self.env.initial_db
+        read = sorted({t for task in tasks for t in tables_in_code(self.draft.verifier_bodies.get(task.task_id, ""),
+                                                                    list(self.draft_tables()))})
+        rows = data_dump(db, read, rows=ROWS_SHOWN, prefer=request_rows(db, [t.instruction for t in tasks]))
+        messages = context.messages(STAGE, tasks=shown, max_attempts=MAX_ATTEMPTS, data_dump=rows)
         ids = [t.task_id for t in tasks]
         answer = await self.gateway.structured(RedTeamAnswer, messages, stage=STAGE,
                                                subject=f"{self.draft.env_id}/{'+'.join(ids)}",

@@ -23,11 +23,13 @@ MAX_TESTS_SHOWN = 6
 
 
 def failing_test_text(test: ToolTest) -> str:
+    """A failing test in full: the result is already cut by items and the change by rows, each
+    saying what it left out, so nothing a repair depends on is cut mid-value."""
     setup = "; ".join(f"{c.tool}({c.arguments})" for c in test.setup)
     return (f"test {test.test_id} ({test.purpose}) " + (f"after setup calls {setup}, " if setup else "")
             + f"called {test.tool}({test.arguments}); expected {describe_expectation(test.expectation)}; got "
-            f"{clip(describe_observation(test), 1200)}; database change: "
-            f"{clip(describe_diff(test.observed.diff if test.observed else {}), 1200)}; verdict: {test.reason}")
+            f"{describe_observation(test)}; database change: "
+            f"{describe_diff(test.observed.diff if test.observed else {})}; verdict: {test.reason}")
 
 
 async def repair_tool(draft: EnvDraft, gateway: Gateway, name: str, evidence: list[str], failing: list[ToolTest],

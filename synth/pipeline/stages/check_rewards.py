@@ -1,6 +1,7 @@
 """The check loop's reward agents: do the verifiers pay for correct work, and only for it?
 
-Run once the tools are clean (the tests pass and no tool is blamed), on the tasks due:
+Run from the check loop's first round, as soon as verifiers exist (beside the tool tests), on the
+tasks due (those whose gold solution works):
 - paraphrase (stages/check_paraphrase.py): every read task's expected answer in other words must
   earn the full reward; a reply that fails goes to the checking agent, and if it is correct the
   verifier is repaired (a false negative);
@@ -65,8 +66,8 @@ def _failed(attempt: Attempt) -> str:
 
 
 def _said(attempt: Attempt) -> str:
-    calls = "; ".join(attempt.steps()) or "no calls"
-    return f"calls {clip(calls, 700)}; answer {clip(attempt.answer or '', 400)!r}"
+    calls = "; ".join(attempt.steps()) or "no calls"  # each result already cut by whole items
+    return f"calls {calls}; answer {attempt.answer or ''!r}"
 
 
 class RewardAgents:
@@ -242,6 +243,7 @@ class AgentBook:
             if tail.isdigit():
                 self.numbers[c["task_id"]] = max(self.numbers.get(c["task_id"], 0), int(tail))
         self.clarified: dict[str, str] = {}
+        self.probes: dict[str, list[dict[str, Any]]] = {}  # task -> the probes gate's last results (for the judge)
 
     def due(self, draft: EnvDraft, broken: set[str]) -> tuple[list[Task], list[Task], list[Task]]:
         tasks = [t for t in draft.tasks if t.gold and t.task_id in draft.verifier_bodies and t.task_id not in broken]
@@ -259,19 +261,27 @@ class AgentBook:
 
 
 async def run_reward_agents(book: AgentBook, draft: EnvDraft, env_dir: Path, gateway: Gateway, settings: Settings,
-                            pool: Any, gates: list[Any]) -> AgentFindings | None:
-    """The agents on the tasks due (none whose gold fails); None when nothing is due."""
+                            pool: Any, broken: set[str]) -> AgentFindings | None:
+    """The agents on the tasks due (none in `broken`, whose gold fails); None when nothing is due."""
     from synth.runtime import Env
 
-    broken = {t for g in gates if g.name == "solvable" for t in g.details.get("tasks", {})}
     paraphrase, solve, attack = book.due(draft, broken)
     if not (paraphrase or solve or attack):
         return None
-    probes = next((g.details.get("probes", {}) for g in gates if g.name == "probes"), {})
+    probes = book.probes
     try:
         env = await asyncio.to_thread(Env.load, env_dir, pool=pool)
     except SynthError as exc:
         return AgentFindings(errors=[f"the reward agents could not load the env: {clip(str(exc), 300)}"])
+    if not probes:  # the first round runs before the gates: the judge still sees the probes' rewards
+        from synth_validators import probes as probe_gate
+
+        try:
+            gate = await asyncio.to_thread(probe_gate.run, env_dir, env, threshold=settings.probe_threshold,
+                                           margin=settings.probe_margin)
+            probes = gate.details.get("probes", {})
+        except SynthError:
+            probes = {}
     try:
         result = await RewardAgents(draft, env, gateway, settings, probes=probes,
                                     case_numbers=book.numbers).run(paraphrase, solve, attack)

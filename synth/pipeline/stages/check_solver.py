@@ -27,7 +27,8 @@ from synth.use.agent import AgentContext, context_lines
 STAGE = "solve"
 MAX_TURNS = 5
 MAX_CALLS_PER_TURN = 8  # per request
-TOKENS_PER_TASK = 230  # output tokens of one request's step (a dozen requests share a turn)
+TOKENS_PER_TASK = 230  # output tokens of one request's step
+MAX_TASKS_PER_CALL = 6  # every open request's tool results are shown whole (cut by items), so few share a turn
 
 
 class SolverAgent:
@@ -37,7 +38,7 @@ class SolverAgent:
         self.tools = {t.name: t for t in draft.tools}
 
     def batches(self, tasks: list[Task]) -> list[list[Task]]:
-        return task_batches(STAGE, tasks, TOKENS_PER_TASK, self.gateway.settings.max_tokens)
+        return task_batches(STAGE, tasks, TOKENS_PER_TASK, self.gateway.settings.max_tokens, MAX_TASKS_PER_CALL)
 
     def messages(self, attempts: list[Attempt], turn: int) -> list[dict[str, str]]:
         return render_prompt(STAGE, title=self.context.title, scenario=self.context.scenario.strip(),

@@ -1,29 +1,32 @@
 """Stage `check`: EnvScaler's testing agent / checking agent pair, made to repair.
 
-Each round runs these steps, each a method so later checks can join the loop:
+Each round runs these steps, independent ones side by side (bounded by --concurrency):
 1. write_tests: the testing agent (stages/check_tests.py) writes tests for every
-   tool that has none yet, several tools per call;
-2. run_tests: synth runs every test not yet run on a fresh episode in the
-   sandbox: setup calls, then the call under test, recording the result, the
-   database change and any rule of rules.json the call broke. A crash or a
-   broken rule is a fail with no model needed;
-3. judge: the checking agent (stages/check_judge.py, `--judge-model`) judges
-   the rest: pass, test_wrong (the tool is right, the test is not) or fail;
-4. gates: the env folder is written and every quality gate runs (synth_validators);
-5. findings: what the tests and gates blame, per tool and per task (Findings);
-6. reward agents, once the tools are clean (stages/check_rewards.py): paraphrases
-   of read tasks' answers, an independent solver and a red team, with the
-   checking agent on what they find; verifier false negatives, loose verifiers
-   and exploits become task findings, and every case stays in
-   verifier_tests.jsonl as a regression case;
-7. done when the pass rate reaches settings.check_pass_rate, every gate passes
+   tool that has none yet, several tools per call; beside it, in the first
+   round, the gold stage writes gold solutions and verifiers (stages/gold.py);
+2. run_tests + judge: synth runs every test not yet run on a fresh episode in the
+   sandbox (setup calls, then the call under test, recording the result, the
+   database change and any rule of rules.json the call broke; a crash or a
+   broken rule is a fail with no model needed), and the checking agent
+   (stages/check_judge.py, `--judge-model`) judges the rest: pass, test_wrong
+   (the tool is right, the test is not) or fail; a tool right to refuse on a
+   rule its description does not state gets the rule added to its description;
+   beside them, the reward agents (stages/check_rewards.py) check the verifiers
+   of the tasks whose gold works: paraphrases of read tasks' answers, an
+   independent solver and a red team, with the checking agent on what they find;
+3. gates: the env folder is written and every quality gate runs (synth_validators);
+4. findings: what the tests, the gates and the reward agents blame, per tool and
+   per task (Findings); every agent case stays in verifier_tests.jsonl;
+5. done when the pass rate reaches settings.check_pass_rate, every gate passes
    and nothing is blamed; a tool still blamed after the last round blocks
    verification (never shipped as a warning). Otherwise repair: blamed tools
    get a new body (stages/check_repair.py) and their tests rerun next round;
-   tasks blamed by a gate get new gold actions/verifiers (stages/gold.py).
+   tasks blamed get new gold actions/verifiers (stages/gold.py).
 Every repair is recorded with its evidence and code before and after.
-settings.check_rounds bounds the rounds; the reasons of a loop that ends
-unfinished are kept. Every test ends up in tests.jsonl, replayable with no model.
+settings.check_rounds bounds the rounds; a verifier blamed in the last of them
+still gets its repair and recheck, up to settings.verifier_rounds more rounds.
+The reasons of a loop that ends unfinished are kept. Every test ends up in
+tests.jsonl, replayable with no model.
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ from synth.pipeline.stages.check_judge import CheckingAgent
 from synth.pipeline.stages.check_repair import repair_tool, verifier_record
 from synth.pipeline.stages.check_rewards import AgentBook, run_reward_agents
 from synth.pipeline.stages.check_tests import TestingAgent, automatic_verdict, run_tests
-from synth.pipeline.stages.gold import generate_gold
+from synth.pipeline.stages.gold import GoldBudgetStop, GoldReport, generate_gold
 from synth.pipeline.stages.repair import clip
 from synth.pipeline.stages.tool_probe import body_problems
 from synth.use.replay import canonical, gold_problems
@@ -53,6 +56,7 @@ from synth.use.replay import canonical, gold_problems
 TASK_GATES = ("solvable", "discriminates", "probes", "reward_cases", "deterministic", "robust")  # they blame tasks
 REPLAY_GATES = ("solvable", "discriminates")  # findings that replaying the gold solution can re-check
 TOOL_GATES = ("regression", "rules", "robust")  # their findings blame tool bodies
+MAX_RULES_ADDED = 3  # sentences one round may add to a tool's description
 
 
 class RoundReport(BaseModel):
@@ -74,6 +78,7 @@ class RoundReport(BaseModel):
 
 class CheckLoopResult(BaseModel):
     draft: EnvDraft
+    gold: GoldReport | None = None  # the gold solutions the loop wrote
     passed: bool
     pass_rate: float
     rounds: list[RoundReport]
@@ -128,6 +133,7 @@ class CheckLoop:
         self.budget: BudgetExceeded | None = None
         self.repairs: dict[str, list[str]] = {}  # tool -> diagnoses of its earlier repairs
         self.agents = AgentBook(draft.verifier_tests)  # what the reward agents already checked
+        self.gold_report: GoldReport | None = None  # of the gold written inside the loop, if any
 
     async def _gather(self, calls: list, errors: list[str], labels: list[str]) -> list:
         """Run model-bound calls together; record item errors, remember a budget stop."""
@@ -213,7 +219,7 @@ class CheckLoop:
 
     def _result(self, rounds: list[RoundReport], gates: list[GateResult], passed: bool) -> CheckLoopResult:
         reasons = [] if passed else self._reasons(gates)
-        return CheckLoopResult(draft=self.draft, passed=passed, pass_rate=round(pass_rate(self.tests), 4),
+        return CheckLoopResult(draft=self.draft, gold=self.gold_report, passed=passed, pass_rate=round(pass_rate(self.tests), 4),
                                rounds=rounds, gates=gates, reasons=reasons, budget_stopped=self.budget is not None,
                                judge_model=self.checker.model)
 
@@ -235,54 +241,115 @@ class CheckLoop:
         return reasons
 
     async def run(self) -> CheckLoopResult:
+        """Rounds of: tests (written, run, judged) beside the reward agents, then the gates, then repairs.
+
+        Gold solutions are written beside the first round's tests, and the reward agents start as soon
+        as verifiers exist. settings.check_rounds bounds the rounds; a round that ends with verifiers
+        blamed gets a repair and a recheck anyway, up to settings.verifier_rounds rounds past that, so
+        no finding goes unrepaired because it came late."""
         rounds: list[RoundReport] = []
         gates: list[GateResult] = []
-        for number in range(1, self.settings.check_rounds + 1):
+        extra = 0
+        number = 0
+        while True:
+            number += 1
             report = RoundReport(round=number)
             rounds.append(report)
             self._save()
-            await self.write_tests(report)
-            if self.budget is not None:
-                break
-            await self.run_tests(report)
-            await self.judge(report)
+            await asyncio.gather(self.write_tests(report), self.make_gold(report))
             if self.budget is not None:
                 break
             self._save()
+            by_agents = Findings()
+            await asyncio.gather(self.test_and_judge(report), self.reward_agents(report, by_agents,
+                                                                                 self._broken(gates)))
+            if self.budget is not None:
+                break
+            self.apply_description_fixes(report)
+            self._save()
             gates = await asyncio.to_thread(self.gates)
             found = self.findings(gates)
+            for task_id, problems in by_agents.tasks.items():  # the agents' own account first
+                found.tasks[task_id] = problems + found.tasks.get(task_id, [])
+                found.verifier_suspect.add(task_id)
             self._keep_probe_cases(gates)
+            self.agents.probes = next((g.details.get("probes", {}) for g in gates if g.name == "probes"), {})
             report.tests, report.pass_rate = len(self.tests), round(pass_rate(self.tests), 4)
             report.test_wrong = sum(t.verdict == "test_wrong" for t in self.tests)
             report.gates = {g.name: g.passed for g in gates}
             report.failing_tools = sorted(found.failing_tests)
-            tools_clean = report.pass_rate >= self.settings.check_pass_rate and not found.blamed_tools()
-            if tools_clean:
-                await self.reward_agents(report, found, gates)
-                if self.budget is not None:
-                    break
-                if report.new_cases and not found.tasks:  # the gates record the new regression cases
-                    self._save()
-                    gates = await asyncio.to_thread(self.gates)
-                    found = self.findings(gates)
-                    report.gates = {g.name: g.passed for g in gates}
             met = report.pass_rate >= self.settings.check_pass_rate and all(g.passed for g in gates)
             if met and not found.blamed_tools() and not found.tasks:
                 return self._result(rounds, gates, passed=True)
-            if number == self.settings.check_rounds:
-                break
+            if number >= self.settings.check_rounds:
+                # Past the tool rounds, only a verifier finding on clean tools buys another round (its
+                # repair and recheck); a tool still failing blocks verification whatever else is fixed.
+                tools_clean = report.pass_rate >= self.settings.check_pass_rate and not found.blamed_tools()
+                if not (tools_clean and found.tasks) or extra >= self.settings.verifier_rounds:
+                    break
+                extra += 1
             await self.repair(report, found)
             if self.budget is not None:
                 break
         self._save()
         return self._result(rounds, gates, passed=False)
 
+    async def test_and_judge(self, report: RoundReport) -> None:
+        await self.run_tests(report)
+        await self.judge(report)
+
+    async def make_gold(self, report: RoundReport) -> None:
+        """Gold solutions and verifiers for the tasks that have none yet (the first round's, mostly)."""
+        missing = [t.task_id for t in self.draft.tasks if not t.gold or t.task_id not in self.draft.verifier_bodies]
+        if not missing or self.budget is not None:
+            return
+        try:
+            self.draft, gold = await generate_gold(self.draft, self.gateway, self.settings, task_ids=missing,
+                                                   pool=self.pool, db_bytes=self.db_bytes)
+        except GoldBudgetStop as stop:
+            self.draft, gold = stop.draft, stop.report
+            self.budget = stop
+        except BudgetExceeded as exc:
+            self.budget = exc
+            return
+        self.gold_report = gold
+        report.errors += [f"gold {tid}: {clip(o.error, 300)}" for tid, o in gold.tasks.items() if o.error]
+
+    def _broken(self, gates: list[GateResult]) -> set[str]:
+        """Tasks whose gold solution does not work yet: the reward agents leave them alone."""
+        if gates:
+            return {t for g in gates if g.name == "solvable" for t in g.details.get("tasks", {})}
+        if self.gold_report is None:
+            return set()
+        return {tid for tid, o in self.gold_report.tasks.items() if not o.passed}
+
+    def apply_description_fixes(self, report: RoundReport) -> None:
+        """A tool that refused on a rule its description does not state gets the rule added to its
+        description (the checking agent gave the sentence), so an agent knows it before it calls."""
+        fixes, self.checker.description_fixes = self.checker.description_fixes, {}
+        by_name = {t.name: t for t in self.draft.tools}
+        for name, found in fixes.items():
+            tool = by_name.get(name)
+            if tool is None:
+                continue
+            before, added = tool.description, []
+            for _, sentence in found:
+                sentence = sentence if sentence.endswith((".", "!", "?")) else sentence + "."
+                if sentence.lower() not in " ".join([before, *added]).lower() and len(added) < MAX_RULES_ADDED:
+                    added.append(sentence)
+            if not added:
+                continue
+            tool.description = " ".join([before.strip(), *added])
+            report.repairs.append(RepairRecord(
+                kind="description", name=name, diagnosis="the tool enforces a rule its description did not state",
+                before=before, after=tool.description, evidence=[f"test {tid}: {text}" for tid, text in found]))
+
     # ----------------------------------------------------------------- the reward agents
 
-    async def reward_agents(self, report: RoundReport, found: Findings, gates: list[GateResult]) -> None:
+    async def reward_agents(self, report: RoundReport, found: Findings, broken: set[str]) -> None:
         """Paraphrases, the solver and the red team on the tasks due; what they blame joins `found`."""
         result = await run_reward_agents(self.agents, self.draft, self.env_dir, self.gateway, self.settings,
-                                         self.pool, gates)
+                                         self.pool, broken)
         if result is None:
             return
         if result.budget is not None:

@@ -25,7 +25,7 @@ from synth.folder.format import DEFAULT_TODAY, TOOL_IMPORTS, EnvDraft, render_to
 from synth.folder.toolschema import PY_TYPES, schema_to_params
 from synth.pipeline.prompts import render_prompt, render_template
 
-MAX_VALUE_CHARS = 80
+MAX_VALUE_CHARS = 160  # a longer text value (a note) is shortened with '...'
 DUMP_ROWS = 40  # rows per table in a data dump
 DUMP_CHARS = 24_000  # a whole dump; past it, tables keep fewer rows (at least SAMPLE_MIN)
 SAMPLE_MIN = 1
@@ -114,26 +114,34 @@ def _quoted(name: str) -> str:
 
 
 def data_dump(db_bytes: bytes, tables: list[str] | None = None, *, rows: int = DUMP_ROWS,
-              limit: int = DUMP_CHARS) -> str:
+              limit: int = DUMP_CHARS, prefer: dict[str, list[int]] | None = None) -> str:
     """Tables as `table (n rows): col | col` and rows `  v | v`, cut by rows, never mid-row.
 
     `tables` picks which tables get rows (default: all); the others are listed with their
-    columns and row count only. When the dump would pass `limit` characters, every
-    table keeps fewer rows (never fewer than SAMPLE_MIN), and each cut says how many
-    rows were left out."""
+    columns and row count only. `prefer` ({table: rowids}, e.g. the rows a task names) are shown
+    first and are never cut; the other rows fill up to `rows` per table. When the dump would pass
+    `limit` characters, every table keeps fewer of its other rows (never fewer than SAMPLE_MIN),
+    and each cut says how many rows were left out."""
+    prefer = prefer or {}
     conn = open_bytes(db_bytes, readonly=True)
     try:
         names = user_tables(conn)
-        shown = set(names if tables is None else tables)
-        blocks: dict[str, tuple[str, list[str], int]] = {}
+        shown = set(names if tables is None else tables) | {t for t in prefer if t in names}
+        blocks: dict[str, tuple[str, list[str], int, int]] = {}
         for table in names:
             count = conn.execute(f"SELECT count(*) FROM {_quoted(table)}").fetchone()[0]
             head = f"{table} ({count} rows): " + " | ".join(table_columns(conn, table))
-            body = []
+            body: list[str] = []
+            first = 0
             if table in shown:
-                body = ["  " + " | ".join(_cell(v) for v in r)
-                        for r in conn.execute(f"SELECT * FROM {_quoted(table)} LIMIT {rows}").fetchall()]
-            blocks[table] = (head, body, count)
+                wanted = ", ".join(str(int(i)) for i in prefer.get(table, []))
+                picked = conn.execute(f"SELECT * FROM {_quoted(table)} WHERE rowid IN ({wanted}) ORDER BY rowid"
+                                      ).fetchall() if wanted else []
+                others = conn.execute(f"SELECT * FROM {_quoted(table)}" + (f" WHERE rowid NOT IN ({wanted})"
+                                      if wanted else "") + f" LIMIT {max(0, rows - len(picked))}").fetchall()
+                body = ["  " + " | ".join(_cell(v) for v in r) for r in [*picked, *others]]
+                first = len(picked)
+            blocks[table] = (head, body, count, first)
     finally:
         conn.close()
     keep = rows
@@ -141,19 +149,20 @@ def data_dump(db_bytes: bytes, tables: list[str] | None = None, *, rows: int = D
         keep = max(SAMPLE_MIN, keep // 2)
     parts = []
     for table in names:
-        head, body, count = blocks[table]
+        head, body, count, first = blocks[table]
         if table not in shown:
             parts.append(head + "  (rows not shown here)")
             continue
-        lines = [head, *body[:keep]]
-        if count > min(keep, len(body)):
-            lines.append(f"  ... {count - min(keep, len(body))} more rows not shown")
+        kept = body[:max(keep, first)]
+        lines = [head, *kept]
+        if count > len(kept):
+            lines.append(f"  ... {count - len(kept)} more rows not shown")
         parts.append("\n".join(lines))
     return "\n\n".join(parts)
 
 
-def _size(blocks: dict[str, tuple[str, list[str], int]], keep: int) -> int:
-    return sum(len(h) + sum(len(r) + 1 for r in b[:keep]) for h, b, _ in blocks.values())
+def _size(blocks: dict[str, tuple[str, list[str], int, int]], keep: int) -> int:
+    return sum(len(h) + sum(len(r) + 1 for r in b[:max(keep, first)]) for h, b, _, first in blocks.values())
 
 
 def sample_rows(db_bytes: bytes, per_table: int = 3, limit: int = 6000) -> str:

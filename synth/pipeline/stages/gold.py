@@ -54,10 +54,11 @@ from synth.pipeline.stages.gold_scope import gold_messages
 from synth.pipeline.stages.repair import clip, problem_list
 from synth.pipeline.stages.verifier_lint import loose_change_checks, substring_checks
 from synth.runtime.codecheck import check_source
-from synth.use.replay import gold_problems
+from synth.use.replay import canonical, gold_problems, preview
 
 STAGE = "gold"
 TOKENS_PER_TASK = 900  # output tokens of one task's answer (actions, answer, verifier)
+RESULT_CHARS = 3000  # one gold call's result in a repair prompt, cut by whole items
 
 
 class GoldOutcome(BaseModel):
@@ -121,9 +122,10 @@ def apply_answer(task: Task, answer: GoldAnswer) -> Task:
 
 
 def execution_problems(draft: EnvDraft, db_bytes: bytes, task: Task, body: str, pool: Any,
-                       settings: Settings | None = None) -> list[str]:
+                       settings: Settings | None = None) -> tuple[list[str], str]:
     """Run the candidate in the sandbox on a temporary env folder holding only this task: the gold
-    replay (gold_problems), then the exploit probes and the task's recorded verifier cases."""
+    replay (gold_problems), then the exploit probes and the task's recorded verifier cases. Returns
+    the problems and, when there are some, what each gold call returned (for the repair turn)."""
     from synth.runtime import Env
 
     trial = draft.model_copy(update={"tasks": [task], "verifier_bodies": {task.task_id: body}, "tests": [],
@@ -133,13 +135,27 @@ def execution_problems(draft: EnvDraft, db_bytes: bytes, task: Task, body: str, 
         try:
             env = Env.load(folder, pool=pool)
         except SynthError as exc:
-            return [f"the verifier could not be loaded: {exc}"]
+            return [f"the verifier could not be loaded: {exc}"], ""
         try:
-            return gold_problems(env, task) or attack_problems(env, draft, task, settings or Settings())
+            problems = gold_problems(env, task) or attack_problems(env, draft, task, settings or Settings())
+            return problems, call_results(env, task) if problems else ""
         except SynthError as exc:
-            return [f"replaying the task failed: {exc}"]
+            return [f"replaying the task failed: {exc}"], ""
         finally:
             env.close()
+
+
+def call_results(env: Any, task: Task) -> str:
+    """What each gold call returned on a fresh episode, every result whole or cut by items (saying
+    how many were left out): the values the expected answer and the verifier must use."""
+    lines = []
+    with env.episode(task.task_id) as episode:
+        for i, call in enumerate(task.gold, 1):
+            seen = episode.call(call.tool, dict(call.arguments))
+            shown = canonical(preview(seen.get("result"), RESULT_CHARS)) if seen.get("ok") else \
+                f"refused: {seen.get('error')}"
+            lines.append(f"{i}. {call.tool}({canonical(call.arguments)}) -> {shown}")
+    return "\n".join(lines)
 
 
 def attack_problems(env: Any, draft: EnvDraft, task: Task, settings: Settings) -> list[str]:
@@ -239,8 +255,8 @@ class GoldSolver:
             outcome.rounds += 1
             outcome.diagnosis = clip(answer.diagnosis, 500) if answer.diagnosis else outcome.diagnosis
             candidate, body = apply_answer(task, answer), normalize_body(answer.verifier_body)
-            problems = await asyncio.to_thread(execution_problems, self.draft, self.db_bytes, candidate, body,
-                                               self.pool, self.gateway.settings)
+            problems, results = await asyncio.to_thread(execution_problems, self.draft, self.db_bytes, candidate,
+                                                        body, self.pool, self.gateway.settings)
             outcome.problems = problems
             if not problems:
                 outcome.passed = True
@@ -250,7 +266,7 @@ class GoldSolver:
             outcome.repairs += 1
             shown = GoldAnswer.model_validate(answer.model_dump(include=set(GoldAnswer.model_fields)))
             convo = convo + [{"role": "assistant", "content": shown.model_dump_json()},
-                             *render_prompt("gold_repair", problems=problem_list(problems))]
+                             *render_prompt("gold_repair", problems=problem_list(problems), results=results)]
             answer = None
 
 

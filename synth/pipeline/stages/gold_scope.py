@@ -3,7 +3,9 @@
 Every table (with its columns) and every tool (signature and first sentence)
 is already in the env's shared context; a gold prompt adds the rows of the
 tables a task is about (the tables its instruction names or quotes a value
-of, and their foreign-key neighbours) and, for a write task, the code of the
+of, and their foreign-key neighbours), the rows the task names and the rows
+linked to them first (found by query, stages/task_rows.py, so a task about
+row 40 shows row 40), and, for a write task, the code of the
 few state-changing tools whose name and description match the instruction
 best (its verifier checks their effects). A read task needs no code: its tools'
 descriptions say what they return, and its verifier checks the answer against
@@ -19,6 +21,7 @@ from synth.artifacts import Task
 from synth.folder.format import EnvDraft
 from synth.pipeline.stages.envcontext import (EnvContext, data_dump, foreign_neighbours, imports_line, tables_for_text,
                                                tool_source)
+from synth.pipeline.stages.task_rows import request_rows
 
 GOLD_ROWS = 25  # rows per table in a gold prompt
 MAX_TOOLS_SHOWN = 4  # code of at most this many tools per task
@@ -71,5 +74,6 @@ def gold_messages(context: EnvContext, draft: EnvDraft, db_bytes: bytes, tasks: 
     tools = [n for n in tools if n in known]
     return context.messages(
         "gold", tasks=tasks, previous=previous, feedback=feedback or [], imports=imports_line(),
-        data_dump=data_dump(db_bytes, None if everything else tables, rows=GOLD_ROWS), all_tables=everything,
+        data_dump=data_dump(db_bytes, None if everything else tables, rows=GOLD_ROWS,
+                            prefer=request_rows(db_bytes, [t.instruction for t in tasks])), all_tables=everything,
         tools_src="\n\n".join(tool_source(draft, n).rstrip() for n in tools))

@@ -23,7 +23,7 @@ from synth.pipeline.prompts import render_prompt
 T = TypeVar("T", bound=BaseModel)
 
 MAX_PROBLEMS_SHOWN = 20  # problems listed in one repair prompt
-MAX_PROBLEM_CHARS = 600  # one problem's text in a prompt (tracebacks are long)
+MAX_PROBLEM_CHARS = 4000  # one problem's text in a prompt (tracebacks are long; results are cut by items first)
 MAX_ERRORS_KEPT = 60  # problems kept in a stage report
 
 
@@ -67,8 +67,15 @@ class StageFailed(SynthError):
 
 
 def clip(text: str, limit: int = MAX_PROBLEM_CHARS) -> str:
+    """`text` within `limit` characters: cut at a word boundary (never inside a number or a name's
+    word), saying how much was left out. Results and rows are cut by whole items before they get here."""
     text = str(text).strip()
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    if len(text) <= limit:
+        return text
+    head = text[: max(limit // 2, limit - 40)]
+    cut = max(head.rfind(" "), head.rfind("\n"))
+    head = head[:cut] if cut > len(head) // 2 else head
+    return head.rstrip(" ,;:") + f" ... ({len(text) - len(head)} more characters not shown)"
 
 
 def problem_list(problems: list[str]) -> list[str]:
