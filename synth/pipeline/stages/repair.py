@@ -9,6 +9,7 @@ StageReport of every stage ends up in the env's report.json.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
@@ -149,3 +150,23 @@ async def in_pieces(groups: Sequence[list[Any]], ask: Callable[[list[Any], bool]
             continue
         done.append(group)
     return done
+
+
+async def in_parallel(groups: Sequence[list[Any]], ask: Callable[[list[Any], bool], Awaitable[None]], *, stage: str,
+                      report: StageReport, what: str) -> list[list[Any]]:
+    """`in_pieces` for independent groups (each answer stands alone, e.g. tool bodies): every group is
+    asked at once (the gateway bounds how many are in flight), a cut-off answer in two halves."""
+    async def one(group: list[Any], whole: bool) -> list[list[Any]]:
+        try:
+            await ask(group, whole)
+        except OutputTruncated as exc:
+            if len(group) == 1:
+                raise StageFailed(stage, [f"the {what} of {group[0]} do not fit one answer: {exc}"], report) from exc
+            report.notes.append(clip(f"the answer for {len(group)} {what} groups ({', '.join(map(str, group))}) was "
+                                     "cut off at the output cap; asked again in two halves"))
+            parts = await asyncio.gather(*(one(half, False) for half in halves(group)))
+            return [g for part in parts for g in part]
+        return [group]
+
+    done = await asyncio.gather(*(one(list(g), len(groups) == 1) for g in groups))
+    return [g for part in done for g in part]

@@ -26,7 +26,7 @@ from synth.folder.toolschema import PY_TYPES, schema_to_params
 from synth.llm import Gateway
 from synth.llm.budgets import pack, planned_tokens
 from synth.pipeline.stages.envcontext import EnvContext, sample_rows
-from synth.pipeline.stages.repair import StageFailed, StageReport, clip, in_pieces
+from synth.pipeline.stages.repair import StageFailed, StageReport, clip, in_parallel
 from synth.pipeline.stages.tool_probe import probe_tools
 
 STAGE = "tool_code"
@@ -106,7 +106,7 @@ class ToolCodeStage:
 
     async def run(self) -> dict[str, str]:
         missing = [n for n in self.tools if n not in self.bodies]
-        await in_pieces(self._batches(missing), self._new_batch, stage=STAGE, report=self.report, what="tool bodies")
+        await in_parallel(self._batches(missing), self._new_batch, stage=STAGE, report=self.report, what="tool bodies")
         while True:
             self.report.rounds += 1
             draft = self.draft.model_copy(update={"tool_bodies": dict(self.bodies)})
@@ -121,7 +121,7 @@ class ToolCodeStage:
                 raise StageFailed(STAGE, problems, self.report)
             self.report.repairs += 1
             self._failures = failures
-            await in_pieces(self._batches(list(failures)), self._repair_batch, stage=STAGE, report=self.report,
+            await in_parallel(self._batches(list(failures)), self._repair_batch, stage=STAGE, report=self.report,
                             what="tool bodies")
 
 

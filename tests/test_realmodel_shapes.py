@@ -1,0 +1,396 @@
+"""What a real model did to synth, replayed on the fake model server with answers of the same shape
+(docs/real-model-trials.md; the 2026-11-25 trial's requests and answers are in
+../shared/realmodel/transcripts/). Each test is named after the failure it guards against:
+
+1. a tool list designed in parts grew past the whole's limit with no repair turn;
+2. red-team findings came in the check loop's last round, with no round left to repair them;
+3. gold had to state a fact from a row its prompt never showed;
+4. repair feedback was cut mid-value;
+5. an invariant between tables filled in different parts broke, and later parts never saw the rows
+   they had to agree with;
+7. tools refused on rules their descriptions never stated; records dated after today;
+8. history columns treated as status machines; a sixth test refused.
+(6, only_changed's ambiguous arguments: tests/test_answers.py and tests/test_verifier_lint.py.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from agentkit import judge, red_team, script_agents
+from envkit import GOLD_ANSWERS, TASKS, VERIFIER_BODIES
+from verifykit import make_verified_library, proposed_tests, set_verifier_body
+
+from fake_server import FakeModelServer
+from synth.artifacts import (Expectation, Invariant, Observation, Rules, Scenario, Task, ToolCall, ToolParam, ToolSpec,
+                             ToolTest, ToolTestSet, ToolTestDraft)
+from synth.config import Settings
+from synth.folder.database import build_database, open_bytes
+from synth.folder.format import EnvDraft, read_env_draft, write_env
+from synth.folder.rules import status_columns
+from synth.folder.toolschema import params_to_schema
+from synth.llm import Gateway, StructuredOutputError
+from synth.llm.script import Reply, Script
+from synth.pipeline.stages.check_repair import failing_test_text
+from synth.pipeline.stages.check_tests import TestingAgent
+from synth.pipeline.stages.data import future_records, generate_data
+from synth.pipeline.stages.envcontext import EnvContext
+from synth.pipeline.stages.gold import generate_gold
+from synth.pipeline.stages.gold_scope import gold_messages
+from synth.pipeline.stages.repair import StageReport
+from synth.pipeline.stages.tool_code import generate_tool_code, tool_draft
+from synth.pipeline.stages.tool_spec import MAX_TOOLS, generate_tool_spec, tool_budget
+from synth.pipeline.verify import verify_env
+from synth.runtime.sandbox import SandboxPool
+
+SCENARIO = Scenario(name="Harbor Works", description="A marina's office: slips, boats, owners, work orders.",
+                    category="services")
+GOLD = {t.task_id: t for t in TASKS}
+
+
+def gateway_for(server: FakeModelServer, tmp_path: Path, **overrides) -> Gateway:
+    values = dict(model="openai/test-model", base_url=server.openai_base_url, cache_dir=tmp_path / "cache",
+                  retry_base_delay=0.01, timeout=20)
+    values.update(overrides)
+    return Gateway(Settings(**values))
+
+
+def prompts(server: FakeModelServer, stage: str) -> list[tuple[str, str]]:
+    """(subject, last user message) of each answered request of `stage`, in order."""
+    return [(r.subject, [m for m in r.body["messages"] if m["role"] == "user"][-1]["content"])
+            for r in server.requests if r.stage == stage and r.status == 200]
+
+
+def wide_schema(tables: int) -> str:
+    return "\n".join(f"CREATE TABLE t{i:02d} (id INTEGER PRIMARY KEY, name TEXT NOT NULL, note TEXT);"
+                     for i in range(1, tables + 1))
+
+
+def tools_for(tables: list[str], per_table: int, *, read_only: bool | None = None) -> list[dict]:
+    out = []
+    for table in tables:
+        for k in range(per_table):
+            writes = (k % 2 == 1) if read_only is None else not read_only
+            verb = "update" if writes else "get"
+            out.append({"name": f"{verb}_{table}_{k}", "read_only": not writes, "description":
+                        f"{'Change' if writes else 'Look up'} one record of {table} by id; fails if it does not "
+                        "exist; returns the record.",
+                        "params": [{"name": "record_id", "type": "integer", "description": "id"}]})
+    return out
+
+
+# --------------------------------------------------------------------------- 1. a tool list in parts
+
+
+def test_seventy_tools_over_three_parts_each_part_told_and_held_to_its_budget(tmp_path):
+    """Three parts of eight tables each once answered 23-24 tools apiece (70 in all, against a limit of
+    60) and nothing could be repaired. Now each part's prompt states its share of the budget, an
+    answer over it gets a repair turn naming the problem, and the shares add up to the whole."""
+    tables = [f"t{i:02d}" for i in range(1, 25)]
+    asked: dict[str, int] = {}
+
+    def handler(info):
+        part = info.subject.split("/", 1)[1].split("+")
+        asked[info.subject] = asked.get(info.subject, 0) + 1
+        first = next(m["content"] for m in info.messages if m["role"] == "user")
+        budget = int(re.search(r"budget of at most (\d+) tools", first).group(1))
+        per_table = 3 if asked[info.subject] == 1 else 2  # the first answer: 3 a table, like the real model
+        tools = tools_for(part, per_table)
+        return Reply(json={"tools": tools if asked[info.subject] == 1 else tools[:budget]})
+
+    with FakeModelServer(Script().add("tool_spec", "harbor_works/*", handler=handler)) as server:
+        gateway = gateway_for(server, tmp_path, max_tokens=6400)  # eight tables a part
+        report = StageReport()
+        context = EnvContext(scenario=SCENARIO, schema_sql=wide_schema(24))
+        tools = asyncio.run(generate_tool_spec(context, [], gateway, report=report, order=tables))
+        asks = prompts(server, "tool_spec")
+    parts = sorted({s for s, _ in asks})
+    assert len(parts) == 3
+    budgets = {}
+    for subject, text in asks:  # a part's first request states its budget
+        if subject not in budgets:
+            budgets[subject] = int(re.search(r"budget of at most (\d+) tools", text).group(1))
+    total = tool_budget(24)
+    assert sum(budgets.values()) == total <= MAX_TOOLS
+    repairs = [text for _, text in asks if "over its budget" in text]
+    assert len(repairs) == len(parts)  # every part's first answer went back with its count and budget
+    assert len(tools) <= total and report.passed
+
+
+def test_a_merged_list_only_wrong_as_a_whole_gets_a_consolidation_turn(tmp_path):
+    """Each part alone is fine, but merged, no tool changes anything: a consolidation turn over the whole
+    list sees the problem and fixes it; the stage would fail only after that turn."""
+    tables = [f"t{i:02d}" for i in range(1, 13)]
+
+    def part(info):
+        return Reply(json={"tools": tools_for(info.subject.split("/", 1)[1].split("+"), 2, read_only=True)})
+
+    fix = {"drop": ["get_t01_1"], "replace": [], "add": tools_for(["t01"], 1, read_only=False)}
+    fix["add"][0]["name"] = "update_t01_record"
+    script = Script().add("tool_spec", "harbor_works/consolidate", Reply(json=fix)) \
+        .add("tool_spec", "harbor_works/*", handler=part)
+    with FakeModelServer(script) as server:
+        tools = asyncio.run(generate_tool_spec(EnvContext(scenario=SCENARIO, schema_sql=wide_schema(12)), [],
+                                               gateway_for(server, tmp_path, max_tokens=2000), order=tables))
+        asks = prompts(server, "tool_spec")
+    consolidation = [text for s, text in asks if s == "harbor_works/consolidate"]
+    assert len(consolidation) == 1 and "every tool is read_only" in consolidation[0]
+    assert "get_t01_0(record_id) [read-only]" in consolidation[0]  # the merged list, whole
+    names = [t.name for t in tools]
+    assert "update_t01_record" in names and "get_t01_1" not in names
+
+
+def test_a_consolidation_that_does_not_fix_the_list_fails_the_stage_after_seeing_the_problem(tmp_path):
+    tables = [f"t{i:02d}" for i in range(1, 13)]
+    script = Script().add("tool_spec", "harbor_works/consolidate", Reply(json={"drop": [], "replace": [], "add": []})) \
+        .add("tool_spec", "harbor_works/*", handler=lambda info: Reply(json={"tools": tools_for(
+            info.subject.split("/", 1)[1].split("+"), 2, read_only=True)}))
+    with FakeModelServer(script) as server:
+        with pytest.raises(StructuredOutputError, match="still invalid after 2 turn.*every tool is read_only"):
+            asyncio.run(generate_tool_spec(EnvContext(scenario=SCENARIO, schema_sql=wide_schema(12)), [],
+                                           gateway_for(server, tmp_path, max_tokens=2000, repair_turns=1),
+                                           order=tables))
+        consolidation = [text for s, text in prompts(server, "tool_spec") if s == "harbor_works/consolidate"]
+    assert len(consolidation) == 2 and "every tool is read_only" in consolidation[1]  # the repair turn saw it
+
+
+# --------------------------------------------------------------------------- 3. gold sees the rows it needs
+
+
+def test_gold_is_shown_the_row_a_task_names_even_far_past_the_first_rows():
+    """task_08 needed row 40 of a 72-row table; the prompt showed the first 12 and the model (rightly)
+    would not invent the value. Rows a task names are found by query and shown first."""
+    schema = ("CREATE TABLE owners (id INTEGER PRIMARY KEY, name TEXT NOT NULL, phone TEXT);\n"
+              "CREATE TABLE boats (id INTEGER PRIMARY KEY, owner_id INTEGER NOT NULL REFERENCES owners(id), "
+              "name TEXT NOT NULL, length_ft REAL);")
+    data = "\n".join(f"INSERT INTO owners VALUES ({i}, 'Owner Number{i:03d}', '555-{i:04d}');" for i in range(1, 73))
+    data += "\n" + "\n".join(f"INSERT INTO boats VALUES ({i}, {i}, 'Boat {i}', {20 + i});" for i in range(1, 73))
+    task = Task(task_id="task_08", instruction="What is the phone number of Owner Number040, and how long is "
+                "their boat?", kind="read", difficulty="easy")
+    draft = EnvDraft(env_id="harbor_works", title="Harbor Works", scenario=SCENARIO, schema_sql=schema,
+                     data_sql=data, tools=[], tasks=[task])
+    text = gold_messages(EnvContext.of(draft), draft, build_database(schema, data), [task])[-1]["content"]
+    assert "40 | Owner Number040 | 555-0040" in text
+    assert "40 | 40 | Boat 40 | 60.0" in text  # the row linked to it by its foreign key
+    assert re.search(r"\.\.\. \d+ more rows not shown", text)  # a cut says what it left out
+
+
+def test_a_failing_gold_repair_sees_what_each_gold_call_returned(tmp_path):
+    """The repair turn shows every gold call's result, whole (cut by items), so the expected answer can
+    be taken from what the tools return instead of guessed."""
+    env = make_verified_library(tmp_path)
+    draft = read_env_draft(env)
+    task = GOLD["task_01"]
+    wrong = {"actions": [{"tool": c.tool, "arguments": dict(c.arguments)} for c in task.gold],
+             "expected_answer": "7 copies", "verifier_body": 'return rubric([check("says 7", states(answer, [7]))])'}
+    right = {"actions": wrong["actions"], "expected_answer": str(GOLD_ANSWERS["task_01"]),
+             "verifier_body": VERIFIER_BODIES["task_01"]}
+    script = Script().add("gold", "city_library/task_01", Reply(json=wrong), Reply(json=right))
+    with FakeModelServer(script) as server, SandboxPool(workers=1, call_timeout=5) as pool:
+        settings = Settings(model="openai/test-model", base_url=server.openai_base_url, cache_dir=tmp_path / "c",
+                            retry_base_delay=0.01)
+        _, report = asyncio.run(generate_gold(draft, Gateway(settings), settings, task_ids=["task_01"],
+                                              feedback={"task_01": ["the verifier must be redone"]}, pool=pool))
+        asks = prompts(server, "gold")
+    assert report.tasks["task_01"].passed and len(asks) == 2
+    repair = asks[1][1]
+    assert "What your actions returned, call by call" in repair
+    assert '"available_copies": 2' in repair and '"title": "The Left Hand of Darkness"' in repair
+
+
+# --------------------------------------------------------------------------- 4. feedback never cut mid-value
+
+
+def test_a_failing_test_is_shown_whole_with_long_results_cut_by_items():
+    from synth.use.replay import preview
+
+    rows = [{"slip_id": i, "boat": f"Boat {i}", "owner": f"Owner Number{i:03d}", "note": "x" * 60}
+            for i in range(1, 80)]
+    test = ToolTest(test_id="list_slips.1", tool="list_slips", arguments={}, purpose="list every slip",
+                    expectation=Expectation(outcome="success", change="none"),
+                    observed=Observation(ok=True, kind="ok", result=preview(rows), diff={}), verdict="fail",
+                    reason="slip 12 is missing")
+    text = failing_test_text(test)
+    assert re.search(r"\.\.\. \d+ more items not shown \(of 79\)", text)
+    shown = json.loads(text.split("got returned ", 1)[1].split("; database change:", 1)[0])
+    assert all(isinstance(r, dict) and set(r) == {"slip_id", "boat", "owner", "note"} for r in shown[:-1])
+
+
+# --------------------------------------------------------------------------- 5. data in parts
+
+
+def test_a_later_part_sees_the_rows_it_must_agree_with_and_repairs_a_broken_invariant(tmp_path):
+    """Promotions were written in one part and their sign-offs in a later one, which never saw them:
+    the invariant failed until the end. Now the later part is shown the promotions and gets a turn
+    for the invariant its rows break."""
+    schema = ("CREATE TABLE promotions (id INTEGER PRIMARY KEY, apprentice TEXT NOT NULL, level INTEGER NOT NULL, "
+              "status TEXT NOT NULL CHECK (status IN ('pending','approved')), decided_on TEXT);\n"
+              "CREATE TABLE signoffs (id INTEGER PRIMARY KEY, promotion_ref INTEGER NOT NULL, signer TEXT NOT NULL, "
+              "signed_on TEXT NOT NULL);")
+    rules = Rules(invariants=[Invariant(name="approved_promotions_are_signed_off",
+                                        description="every approved promotion has a sign-off",
+                                        sql="SELECT p.id FROM promotions p WHERE p.status = 'approved' AND NOT "
+                                            "EXISTS (SELECT 1 FROM signoffs s WHERE s.promotion_ref = p.id)")])
+    promotions = ("INSERT INTO promotions VALUES (1, 'Dana Whitfield', 2, 'approved', '2025-05-20');\n"
+                  "INSERT INTO promotions VALUES (2, 'Luis Ortega', 1, 'pending', NULL);\n"
+                  "INSERT INTO promotions VALUES (3, 'Mia Chen', 3, 'approved', '2025-05-28');")
+    signoffs_missing = "INSERT INTO signoffs VALUES (1, 1, 'Angela Morris', '2025-05-21');"
+    signoffs_all = signoffs_missing + "\nINSERT INTO signoffs VALUES (2, 3, 'Angela Morris', '2025-05-29');"
+    script = Script().add("data", "harbor_works/promotions", Reply(json={"inserts": promotions})) \
+        .add("data", "harbor_works/signoffs", Reply(json={"inserts": signoffs_missing}),
+             Reply(json={"inserts": signoffs_all}))
+    with FakeModelServer(script) as server:
+        result = asyncio.run(generate_data(SCENARIO, [], schema, gateway_for(server, tmp_path, max_tokens=380),
+                                           rounds=2, report=StageReport(), rules=rules, today="2025-06-02"))
+        asks = prompts(server, "data")
+    later = [text for s, text in asks if s == "harbor_works/signoffs"]
+    assert len(later) == 2
+    assert "Mia Chen" in later[0]  # the promotions it must agree with, though no foreign key links them
+    assert "approved_promotions_are_signed_off" in later[1] and "fix it in the rows of signoffs" in later[1]
+    assert not [t for s, t in asks if s == "harbor_works"]  # no data_fix needed at the end
+    conn = open_bytes(result.db_bytes, readonly=True)
+    assert conn.execute("SELECT count(*) FROM signoffs").fetchone()[0] == 2
+
+
+# --------------------------------------------------------------------------- 7. tools as they behave; dates
+
+
+def test_records_of_what_happened_are_not_dated_after_today():
+    schema = ("CREATE TABLE bookings (id INTEGER PRIMARY KEY, performance_date TEXT, booked_at TEXT, "
+              "paid_on TEXT);")
+    data = ("INSERT INTO bookings VALUES (1, '2025-06-20', '2025-05-30 10:00', '2025-05-30');\n"
+            "INSERT INTO bookings VALUES (2, '2025-06-21', '2025-06-04 09:00', NULL);")
+    problems = future_records(build_database(schema, data), "2025-06-02")
+    assert len(problems) == 1 and "booked_at = '2025-06-04 09:00' is after today (2025-06-02)" in problems[0]
+
+
+def test_a_refusal_the_description_does_not_state_is_added_to_the_description(fake_model, tmp_path):
+    """A tool refused on a rule its description never mentioned, and the tests that hit it were marked
+    test_wrong with nothing fixed: an agent could not know the rule before calling. Now the checking
+    agent's sentence for the rule is added to the tool's description, and recorded as a repair."""
+    env = make_verified_library(tmp_path)
+    draft = read_env_draft(env)
+    draft.status, draft.report, draft.tests = "built", {}, []
+    write_env(draft, env)
+    rule = "Refuses a member who already has as many active loans as their tier allows."
+
+    def judge_tests(info):
+        prompt = info.messages[-1]["content"]
+        verdicts = []
+        for block in re.split(r"\n### ", prompt)[1:]:
+            test_id = block.split("\n", 1)[0].strip()
+            verdicts.append({"test_id": test_id, "verdict": "pass", "reason": "right",
+                             "description_fix": rule if test_id.startswith("checkout_book") else ""})
+        return Reply(json={"verdicts": verdicts})
+
+    fake_model.script.add("check_tests", "city_library/*",
+                          handler=lambda info: Reply(json=proposed_tests(info.subject.split("/")[1])))
+    fake_model.script.add("check_judge", "city_library/*", handler=judge_tests)
+    script_agents(fake_model.script)
+    settings = Settings(model="openai/test-model", base_url=fake_model.openai_base_url, cache_dir=tmp_path / "c",
+                        retry_base_delay=0.01)
+    result = asyncio.run(verify_env(env, Gateway(settings), settings))
+    assert result.status == "verified", result.reasons
+    tools = {t["name"]: t for t in json.loads((env / "tools.json").read_text())}
+    assert tools["checkout_book"]["description"].endswith(rule)
+    assert tools["return_book"]["description"].count("tier allows") == 0
+    repairs = [rep for r in json.loads((env / "report.json").read_text())["check_loop"]["rounds"]
+               for rep in r["repairs"]]
+    assert [(r["kind"], r["name"]) for r in repairs] == [("description", "checkout_book")]
+    assert rule in (env / "tools.py").read_text()  # the docstring an agent reads
+
+
+# --------------------------------------------------------------------------- 2. a finding in the last round
+
+
+def test_a_red_team_finding_in_the_last_round_still_gets_its_repair_and_recheck(fake_model, tmp_path):
+    """With one check round, the red team's exploit came with no round left: the env failed on a
+    correct finding nobody could repair. Now a verifier finding on clean tools buys a repair round."""
+    env = make_verified_library(tmp_path)
+    loose = ('return rubric([check("answer_says_two", states(answer, [2], [1]), 2.0), '
+             'check("database_unchanged", unchanged(initial_db, final_db))])')
+    set_verifier_body(env, "task_01", loose)
+    draft = read_env_draft(env)
+    draft.status, draft.report = "built", {}
+    write_env(draft, env)
+    exploit = {"idea": "a second count as a correction", "calls": [],
+               "answer": "There are 2 copies. Correction: 3 copies."}
+    script_agents(fake_model.script, attack=red_team({"task_01": [exploit]}),
+                  verdicts=judge(lambda q, block: ("wrong", "two counts") if "Correction: 3" in block
+                                 else ("correct", "states 2")))
+    fixed = {"diagnosis": "a second count is a hedge", "actions": [
+        {"tool": c.tool, "arguments": dict(c.arguments)} for c in GOLD["task_01"].gold],
+        "expected_answer": str(GOLD_ANSWERS["task_01"]), "verifier_body": VERIFIER_BODIES["task_01"]}
+    fake_model.script.add("gold", "city_library/task_01", Reply(json=fixed))
+    settings = Settings(model="openai/test-model", base_url=fake_model.openai_base_url, cache_dir=tmp_path / "c",
+                        retry_base_delay=0.01, check_rounds=1)
+    result = asyncio.run(verify_env(env, Gateway(settings), settings))
+    assert result.status == "verified", result.reasons
+    rounds = json.loads((env / "report.json").read_text())["check_loop"]["rounds"]
+    assert len(rounds) == 2 and rounds[0]["repairs"][0]["name"] == "task_01"
+    assert rounds[1]["agents"]["task_01"]["red_team"] == {"attempts": 1, "exploits": 0}
+
+
+# --------------------------------------------------------------------------- 8. other
+
+
+def test_history_columns_are_not_status_machines():
+    import sqlite3
+
+    conn = sqlite3.connect(":memory:")
+    conn.executescript(
+        "CREATE TABLE passes (id INTEGER PRIMARY KEY, status TEXT CHECK (status IN ('active','expired')));"
+        "CREATE TABLE pass_history (id INTEGER PRIMARY KEY, old_status TEXT CHECK (old_status IN ('active',"
+        "'expired')), new_status TEXT CHECK (new_status IN ('active','expired')));")
+    assert [(t, c) for t, c, _ in status_columns(conn)] == [("passes", "status")]
+
+
+def test_a_sixth_test_for_a_tool_is_kept_not_refused():
+    tool = ToolSpec(name="get_slip", description="Look up a slip by id; fails if there is none.", read_only=True,
+                    parameters=params_to_schema([ToolParam(name="slip_id", type="integer")]))
+    agent = TestingAgent.__new__(TestingAgent)
+    agent.draft = EnvDraft(env_id="harbor_works", title="Harbor Works", scenario=SCENARIO, schema_sql="",
+                           data_sql="", tools=[tool], tasks=[])
+    agent.tables = []
+    tests = ToolTestSet(tool="get_slip", tests=[ToolTestDraft(purpose=f"slip {i}", arguments={"slip_id": i},
+                                                              expect="success" if i < 6 else "error",
+                                                              expected_change="none")
+                                                for i in range(1, 7)])
+    assert agent._set_problems(tests, tool) == []
+
+
+def test_independent_tool_code_batches_are_in_flight_together(tmp_path):
+    """The bodies of a large tool list come in several batches; they no longer wait for each other."""
+    tools = [ToolSpec(name=f"get_item_{i:02d}", description=f"Look up item {i} by id; fails if there is none.",
+                      read_only=True, parameters=params_to_schema([ToolParam(name="item_id", type="integer")]))
+             for i in range(1, 25)]
+    lock, state = threading.Lock(), {"now": 0, "most": 0}
+    body = ('row = db.execute("SELECT * FROM items WHERE id = ?", (item_id,)).fetchone()\n'
+            'if row is None:\n    raise ToolError("no such item")\nreturn dict(row)\n') + "# padding\n" * 40
+
+    def handler(info):
+        with lock:
+            state["now"] += 1
+            state["most"] = max(state["most"], state["now"])
+        time.sleep(0.4)
+        with lock:
+            state["now"] -= 1
+        names = info.subject.split("/", 1)[1].split("+") if "/" in info.subject else [t.name for t in tools]
+        return Reply(json={"functions": [{"name": n, "body": body} for n in names]})
+
+    schema = "CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT);"
+    data = "INSERT INTO items VALUES (1, 'anchor');"
+    draft = tool_draft(SCENARIO, [], schema, data, tools, today="2025-06-02")
+    with FakeModelServer(Script().add("tool_code", "harbor_works*", handler=handler)) as server, \
+            SandboxPool(workers=1, call_timeout=5) as pool:
+        asyncio.run(generate_tool_code(draft, build_database(schema, data),
+                                       gateway_for(server, tmp_path, max_tokens=3000, concurrency=4), pool=pool,
+                                       rounds=1, report=StageReport()))
+        batches = [s for s, _ in prompts(server, "tool_code")]
+    assert len(batches) >= 3 and state["most"] >= 2
