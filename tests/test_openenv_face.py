@@ -198,3 +198,19 @@ def test_pip_check_is_clean_with_the_protocol_packages():
     done = subprocess.run([sys.executable, "-m", "pip", "check"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     assert (Path(__file__).parent.parent / "examples" / "trl_grpo_openenv.py").is_file()
+
+
+def test_openenv_sessions_count_against_the_servers_episode_cap(tmp_path):
+    make_library_env(tmp_path / "envs")
+    srv, _ = background(tmp_path, max_episodes=1)
+    with srv, httpx.Client(base_url=srv.url, timeout=30) as rest:
+        taken = rest.post(f"/envs/{LIBRARY}/episodes").json()["episode_id"]
+
+        async def play():
+            async with GenericEnvClient(base_url=f"{srv.url}/openenv/{LIBRARY}") as env:
+                with pytest.raises(RuntimeError, match="CAPACITY_REACHED"):
+                    await env.reset(task_id="task_02")
+                rest.delete(f"/episodes/{taken}")
+                return (await env.reset(task_id="task_02")).observation["task_id"]
+
+        assert anyio.run(play) == "task_02"
