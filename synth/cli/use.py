@@ -72,7 +72,8 @@ def serve(
     reward: RewardKind = typer.Option(RewardKind.rubric, "--reward",
                                       help=REWARD_HELP + "; a request's own \"reward\" field wins"),
 ) -> None:
-    """Serve every env over REST (/docs) and MCP (/episodes/<id>/mcp), one isolated database per episode."""
+    """Serve every env over REST (/docs), MCP (/episodes/<id>/mcp), OpenEnv (/openenv/<env_id>) and ORS, one
+    isolated database per episode."""
     from synth.use.server.guard import ServerGuards, loopback_hosts, loopback_origins
     from synth.use.server.run import build, serve_forever
 
@@ -92,7 +93,7 @@ def serve(
     for skipped in loaded.skipped:
         typer.echo(f"skipped {skipped['path']}: {skipped['reason']}", err=True)
     typer.echo(f"serving {len(loaded.envs)} env(s) ({', '.join(loaded.envs)}) on http://{host}:{port} "
-               f"(REST docs /docs, MCP /episodes/<episode_id>/mcp)")
+               f"(REST docs /docs, MCP /episodes/<episode_id>/mcp, OpenEnv /openenv/<env_id>, ORS at the root)")
     serve_forever(server_app, host, port)
 
 

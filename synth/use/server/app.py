@@ -10,6 +10,7 @@ REST (OpenAPI docs at /docs):
   POST   /episodes/{episode_id}/evaluate      {"answer"} -> reward with per-check breakdown
   DELETE /episodes/{episode_id}
 MCP (streamable HTTP): /episodes/{episode_id}/mcp, see mcp_app.py.
+OpenEnv (/openenv/{env_id}/ws, /mcp) and the Open Reward Standard: openenv_face.py, ors_face.py.
 
 Generated code runs in sandbox workers (synth.runtime.SandboxPool) unless the
 operator explicitly serves trusted envs in-process; the blocking episode calls
@@ -38,6 +39,7 @@ from synth.folder.files import read_env_json
 from synth.folder.review import rejection
 from synth.runtime.sandbox import PoolBusy
 from synth.use.server.episodes import EpisodeRegistry, RegistryError
+from synth.use.server.faces import mount_protocol_faces
 from synth.use.server.guard import GuardMiddleware, ServerGuards
 from synth.use.server.mcp_app import EpisodeMcp
 
@@ -224,4 +226,5 @@ def create_app(loaded: LoadedEnvs, *, max_episodes: int = 256, idle_timeout: flo
 
     app.add_route("/episodes/{episode_id}/mcp", mcp_endpoint, methods=["GET", "POST", "DELETE"],
                   include_in_schema=False)
+    mount_protocol_faces(app, registry, guards, reward)  # OpenEnv and ORS, last: ORS paths start with a parameter
     return app
