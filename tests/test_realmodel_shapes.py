@@ -394,3 +394,34 @@ def test_independent_tool_code_batches_are_in_flight_together(tmp_path):
                                        rounds=1, report=StageReport()))
         batches = [s for s, _ in prompts(server, "tool_code")]
     assert len(batches) >= 3 and state["most"] >= 2
+
+
+def test_a_busy_sandbox_is_never_fed_back_to_the_model_as_a_fault_of_its_answer(tmp_path):
+    """In a trial, every sandbox worker was held by other envs' open episodes, and "all 6 sandbox workers
+    hold live episodes" went to the model as a problem of its gold answer, 30 times. A busy pool is the
+    program's state, not the answer's: the task records the error, and no repair turn is asked."""
+    from envkit import make_library_env
+
+    from synth.runtime import Env
+
+    env = make_verified_library(tmp_path / "a")
+    other = make_library_env(tmp_path / "b")
+    draft = read_env_draft(env)
+    task = GOLD["task_01"]
+    answer = {"actions": [{"tool": c.tool, "arguments": dict(c.arguments)} for c in task.gold],
+              "expected_answer": str(GOLD_ANSWERS["task_01"]), "verifier_body": VERIFIER_BODIES["task_01"]}
+    script = Script().add("gold", "city_library/task_01", Reply(json=answer))
+    with FakeModelServer(script) as server, SandboxPool(workers=1, call_timeout=5, wait_timeout=0.5) as pool:
+        holder = Env.load(other, pool=pool)
+        episode = holder.episode("task_01")  # the only worker now holds a live episode of another env
+        try:
+            settings = Settings(model="openai/test-model", base_url=server.openai_base_url,
+                                cache_dir=tmp_path / "c", retry_base_delay=0.01)
+            _, report = asyncio.run(generate_gold(draft, Gateway(settings), settings, task_ids=["task_01"],
+                                                  feedback={"task_01": ["redo it"]}, pool=pool))
+        finally:
+            episode.close()
+            holder.close()
+        asks = prompts(server, "gold")
+    assert len(asks) == 1 and "sandbox workers" not in asks[0][1]
+    assert "sandbox workers hold live episodes" in (report.tasks["task_01"].error or "")

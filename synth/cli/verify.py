@@ -39,9 +39,9 @@ def _table(env_id: str, status: str, gates: list, console: Console) -> None:
 
 
 def _pool(settings: Settings):
-    from synth.runtime.sandbox import SandboxPool
+    from synth.pipeline.runner import pipeline_pool
 
-    return SandboxPool(workers=2, call_timeout=settings.tool_timeout, allow_weak=settings.allow_weak_sandbox)
+    return pipeline_pool(settings)
 
 
 def failed_gate_lines(gates: list) -> list[str]:

@@ -46,8 +46,9 @@ def sandbox_pool(tool_timeout: float, allow_weak: bool = False) -> Any:
         if _pool is None or _pool[0] != (tool_timeout, allow_weak):
             if _pool is not None:
                 _pool[1].close()
-            _pool = ((tool_timeout, allow_weak), SandboxPool(workers=2, call_timeout=tool_timeout,
-                                                             allow_weak=allow_weak))
+            # an env's tests or solver episodes, and the trial envs of gold answers, at once (runner.pipeline_pool)
+            _pool = ((tool_timeout, allow_weak), SandboxPool(workers=3, call_timeout=tool_timeout,
+                                                             allow_weak=allow_weak, wait_timeout=600.0))
         return _pool[1]
 
 

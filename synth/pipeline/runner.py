@@ -47,6 +47,7 @@ from synth.pipeline.store import RunStore, derive_run_id
 from synth.pipeline.verify import verify_env
 
 ENV_STAGE = "env"  # run-store item per env: its final outcome
+WORKERS_PER_ENV = 3  # sandbox workers per env in flight (see pipeline_pool)
 EXISTING_ITEM = ("scenarios", "existing")  # what the output folder held when the run first started
 
 
@@ -59,6 +60,17 @@ class EnvOutcome:
     reason: str | None = None
     resumed: bool = False  # decided by an earlier attempt of this run
     lost: list[str] = field(default_factory=list)  # earlier attempts whose worker was lost, with the reason
+
+
+def pipeline_pool(settings: Settings) -> Any:
+    """The sandbox pool of a pipeline run. One env per worker process, and each env in flight holds
+    up to three at once (its tests or the solver's open episodes, and the trial envs of gold answers
+    under execution); a busy pool makes a caller wait, for as long as a model turn may take, since
+    waiting is right and a refusal would be mistaken for a fault of the answer being checked."""
+    from synth.runtime.sandbox import SandboxPool
+
+    return SandboxPool(workers=max(2, WORKERS_PER_ENV * settings.parallel_envs), call_timeout=settings.tool_timeout,
+                       allow_weak=settings.allow_weak_sandbox, wait_timeout=max(600.0, settings.timeout))
 
 
 def run_id_for(seeds: list[Seed], n: int, settings: Settings) -> str:
@@ -326,13 +338,10 @@ class Pipeline:
         """Run to the end on `settings.executor`, locally with a sandbox pool of its own (unless given one);
         closes the pipeline."""
         from synth.pipeline.executor import open_executor
-        from synth.runtime.sandbox import SandboxPool
 
         own_pool = self.pool is None and self.settings.executor == "local"
         if own_pool:
-            # One env per worker process: as many workers as envs in flight, so they need not wait for each other.
-            self.pool = SandboxPool(workers=max(2, self.settings.parallel_envs), call_timeout=self.settings.tool_timeout,
-                                    allow_weak=self.settings.allow_weak_sandbox)
+            self.pool = pipeline_pool(self.settings)
         try:
             self.executor = open_executor(self.settings, gateway=self.gateway, out=self.out, store=self.store,
                                           pool=self.pool)

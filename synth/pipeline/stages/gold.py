@@ -54,6 +54,7 @@ from synth.pipeline.stages.gold_scope import gold_messages
 from synth.pipeline.stages.repair import clip, problem_list
 from synth.pipeline.stages.verifier_lint import loose_change_checks, substring_checks
 from synth.runtime.codecheck import check_source
+from synth.runtime.sandbox import PoolBusy
 from synth.use.replay import canonical, gold_problems, preview
 
 STAGE = "gold"
@@ -134,11 +135,15 @@ def execution_problems(draft: EnvDraft, db_bytes: bytes, task: Task, body: str, 
         folder = write_env(trial, Path(tmp) / draft.env_id, db_bytes=db_bytes)
         try:
             env = Env.load(folder, pool=pool)
+        except PoolBusy:
+            raise  # the sandbox was busy: no fault of the answer, so never fed back to the model as one
         except SynthError as exc:
             return [f"the verifier could not be loaded: {exc}"], ""
         try:
             problems = gold_problems(env, task) or attack_problems(env, draft, task, settings or Settings())
             return problems, call_results(env, task) if problems else ""
+        except PoolBusy:
+            raise
         except SynthError as exc:
             return [f"replaying the task failed: {exc}"], ""
         finally:
