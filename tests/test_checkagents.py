@@ -118,8 +118,8 @@ def test_a_wrong_test_expectation_is_not_repaired_into_the_tool(fake_model, tmp_
     env = built_library(tmp_path)
 
     def judge(info):
-        return _verdicts(info, lambda i: ("test_wrong", "the tool is right; the expected wording differs")
-                         if i == "search_books.2" else ("pass", "right"))
+        return _verdicts(info, lambda i: ("test_wrong", "the tool is right; the expected result differs")
+                         if i == "search_books.1" else ("pass", "right"))
 
     _script(fake_model, judge, BUGGY_RETURN_BOOK)
     settings = settings_for(fake_model, tmp_path)
@@ -127,7 +127,7 @@ def test_a_wrong_test_expectation_is_not_repaired_into_the_tool(fake_model, tmp_
     assert result.status == "verified", result.reasons
     assert not [r for r in fake_model.requests if r.stage == "check_repair"]
     tests = {json.loads(line)["test_id"]: json.loads(line) for line in (env / "tests.jsonl").read_text().splitlines()}
-    assert tests["search_books.2"]["verdict"] == "test_wrong"
+    assert tests["search_books.1"]["verdict"] == "test_wrong"
     report = json.loads((env / "report.json").read_text())
     assert report["check_loop"]["rounds"][0]["test_wrong"] == 1
 

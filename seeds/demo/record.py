@@ -105,6 +105,39 @@ def regroup_gold(env: str, rules: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def reply_json(reply: dict[str, Any]) -> dict[str, Any]:
+    if "json" in reply:
+        return reply["json"]
+    text = reply["text"]
+    return json.loads(text[text.index("{"):text.rindex("}") + 1])
+
+
+def by_tool(rules: list[dict[str, Any]], stage: str) -> dict[str, Any] | None:
+    """The recorded tests (check_tests) or verdicts (check_judge) of every batch, as one assembled rule
+    keyed by tool: the replay answers whatever batches the program asks for."""
+    mine = [r for r in rules if r["stage"] == stage]
+    if not mine:
+        return None
+    if all("parts" in r for r in mine):
+        return mine[0]  # already assembled
+    parts: dict[str, Any] = {}
+    for rule in mine:
+        for reply in rule.get("replies", []):
+            data = reply_json(reply)
+            if stage == "check_tests":
+                for entry in data["tools"]:
+                    parts[entry["tool"]] = entry
+            else:  # a tool judged again after its repair gets its verdicts as a later version
+                mine_now: dict[str, list[Any]] = {}
+                for verdict in data["verdicts"]:
+                    mine_now.setdefault(verdict["test_id"].rsplit(".", 1)[0], []).append(verdict)
+                for tool, verdicts in mine_now.items():
+                    parts.setdefault(tool, {"versions": []})["versions"].append(verdicts)
+    env = mine[0]["subject"].split("/", 1)[0]
+    return {"stage": stage, "subject": f"{env}/*", "replies": [],
+            "field": "tools" if stage == "check_tests" else "verdicts", "parts": parts}
+
+
 def solver_turns(answers: Any, ids: list[str]) -> list[dict[str, Any]]:
     """The solver's reply for each turn: every task still open gets its next step."""
     steps = {i: answers.SOLVER[i] for i in ids}
@@ -123,7 +156,11 @@ def record(path: Path) -> None:
     answers = load(path)
     recording = HERE / answers.RECORDING
     recorded = json.loads(recording.read_text())["rules"]
-    rules = [r for r in recorded if r["stage"] not in (*NEW_STAGES, "gold")]
+    rules = [r for r in recorded if r["stage"] not in (*NEW_STAGES, "gold", "check_tests", "check_judge")]
+    for stage in ("check_tests", "check_judge"):
+        assembled = by_tool(recorded, stage)
+        if assembled is not None:
+            rules.append(assembled)
     for rule in regroup_gold(answers.ENV, [r for r in recorded if r["stage"] == "gold"]):
         rule["replies"] = [edit_gold({**reply, "_subject": rule["subject"]}, answers) for reply in rule["replies"]]
         rules.append(rule)

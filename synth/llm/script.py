@@ -237,12 +237,35 @@ class Rule(BaseModel):
     replies: list[Reply] = Field(default_factory=list)
     repeat_last: bool = True
     handler: Handler | None = Field(default=None, exclude=True)
+    # Assembled replies: for a subject "<env>/<a>+<b>+...", the JSON {field: parts[a] + parts[b] + ...}
+    # (each part an item, a list of items, or {"versions": [items, items, ...]}: the n-th request naming
+    # it gets the n-th, the last repeating), so a recording follows however the program batches its
+    # tools (tests, verdicts) without depending on the batches.
+    field: str | None = None
+    parts: dict[str, Any] | None = None
 
     @model_validator(mode="after")
     def _has_answer(self) -> Rule:
-        if not self.replies and self.handler is None:
+        if not self.replies and self.handler is None and self.parts is None:
             raise ValueError(f"rule stage={self.stage!r} subject={self.subject!r} has no replies and no handler")
+        if self.parts is not None and not self.field:
+            raise ValueError(f"rule stage={self.stage!r} subject={self.subject!r} has parts but no field")
         return self
+
+    def assemble(self, subject: str, seen: dict[str, int]) -> Reply | None:
+        """The assembled reply for `subject` (`seen`: how often each name was asked for before, updated),
+        or None when a name it lists has no part."""
+        names = subject.split("/", 1)[1].split("+") if "/" in subject else []
+        if not names or any(n not in (self.parts or {}) for n in names):
+            return None
+        items: list[Any] = []
+        for name in names:
+            part = self.parts[name]  # type: ignore[index]
+            if isinstance(part, dict) and "versions" in part:
+                part = part["versions"][min(seen.get(name, 0), len(part["versions"]) - 1)]
+            seen[name] = seen.get(name, 0) + 1
+            items += part if isinstance(part, list) else [part]
+        return Reply(json={self.field: items})
 
     def matches(self, stage: str, subject: str) -> bool:
         return fnmatch.fnmatchcase(stage, self.stage) and fnmatch.fnmatchcase(subject, self.subject)
@@ -254,6 +277,7 @@ class Script:
     def __init__(self, rules: list[Rule] | None = None) -> None:
         self.rules: list[Rule] = list(rules or [])
         self._counters: dict[tuple[int, str, str], int] = {}  # (id(rule), stage, subject)
+        self._seen: dict[int, dict[str, int]] = {}  # id(rule) -> name -> times an assembled rule gave it
         self._lock = threading.Lock()
 
     def add(self, stage: str = "*", subject: str = "*", *replies: Reply | str,
@@ -275,6 +299,12 @@ class Script:
                 if reply is not None:
                     return reply
                 continue
+            if rule.parts is not None:
+                with self._lock:
+                    reply = rule.assemble(info.subject, self._seen.setdefault(id(rule), {}))
+                if reply is not None:
+                    return reply
+                continue
             with self._lock:
                 key = (id(rule), info.stage, info.subject)  # survives rules inserted in front
                 n = self._counters.get(key, 0)
@@ -288,6 +318,7 @@ class Script:
         """Rewind every reply sequence to its start."""
         with self._lock:
             self._counters.clear()
+            self._seen.clear()
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | list[Any]) -> Script:
@@ -302,6 +333,8 @@ class Script:
                                  "has a handler, which cannot be serialized")
             d: dict[str, Any] = {"stage": rule.stage, "subject": rule.subject,
                                  "replies": [r.to_dict() for r in rule.replies]}
+            if rule.parts is not None:
+                d.update(field=rule.field, parts=rule.parts)
             if not rule.repeat_last:
                 d["repeat_last"] = False
             out.append(d)

@@ -2,7 +2,7 @@
 
 Model calls: stage "check_tests", subject "<env_id>/<tool>+<tool>+...", one
 per batch of tools sized to the stage's output budget (a batch whose answer is
-cut off is asked again in two halves). For each tool the agent writes 1-5
+cut off is asked again in two halves). For each tool the agent writes 1-3
 tests (more are kept): optional setup calls (any tools) that reach the state the test needs,
 then the call under test, with the expected outcome and database change. The
 quotas are conditional: a tool with parameters needs a refusal test unless
@@ -34,7 +34,7 @@ from synth.runtime.schema_check import ArgumentError, ArgumentValidator
 from synth.use.replay import BUG_KINDS, observe_call
 
 STAGE = "check_tests"
-MAX_TESTS = 5
+MAX_TESTS = 3  # a success, a refusal and the edge that matters most (dated records, limits); more are kept
 TOKENS_PER_TEST = 140  # output tokens of one drafted test
 TEST_ROWS = 12  # rows per table shown to the testing agent: enough real ids and values to test with
 
@@ -161,4 +161,6 @@ def automatic_verdict(test: ToolTest) -> tuple[str | None, str]:
         return "fail", "the call broke the application's rules: " + "; ".join(o.broken)
     if o.kind == "setup_failed":
         return "test_wrong", f"the test's setup did not run, so it says nothing about the tool: {o.error}"
+    if test.expectation.outcome == "error" and o.kind == "tool_error" and not o.diff:
+        return "pass", f"refused as the test expected, changing nothing: {o.error}"
     return None, ""

@@ -23,8 +23,8 @@ from synth.pipeline.stages.envcontext import (EnvContext, data_dump, foreign_nei
                                                tool_source)
 from synth.pipeline.stages.task_rows import request_rows
 
-GOLD_ROWS = 25  # rows per table in a gold prompt
-MAX_TOOLS_SHOWN = 4  # code of at most this many tools per task
+GOLD_ROWS = 15  # rows per table in a gold prompt besides the rows its tasks name (always shown)
+MAX_TOOLS_SHOWN = 3  # code of at most this many tools per task
 _STOP = frozenset("a an and the of to for in on at by with from is are be it its this that their his her my our "
                   "your please can could would i we me us if or as then also all each any one".split())
 
