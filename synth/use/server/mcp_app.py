@@ -35,7 +35,10 @@ from synth import __version__
 from synth.use.agent import AgentContext, system_prompt
 from synth.use.annotations import env_tool_hints
 from synth.use.server.episodes import EpisodeRegistry, NotFound
+from synth.use.server.fastlane import read_body, send_json
 from synth.use.server.guard import ServerGuards
+from synth.use.server.lanes import CallLanes
+from synth.use.server.mcp_fastpath import plain_tool_call
 
 _episode_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("synth_mcp_episode", default=None)
 _INVALID_PARAMS = -32602
@@ -77,8 +80,9 @@ class _EpisodeServer(Server):
 class EpisodeMcp:
     """The ASGI endpoint; run `lifespan()` around the app's lifetime."""
 
-    def __init__(self, registry: EpisodeRegistry, guards: ServerGuards | None = None):
-        self.registry = registry
+    def __init__(self, registry: EpisodeRegistry, lanes: CallLanes, guards: ServerGuards | None = None,
+                 fast: bool = True):
+        self.registry, self.lanes, self.fast = registry, lanes, fast
         self._hints: dict[str, dict[str, dict[str, bool]]] = {}  # env id -> tool -> annotations
         self._contexts: dict[str, AgentContext] = {}
         self.server = _EpisodeServer("synth", version=__version__, instructions_for=self._instructions,
@@ -129,10 +133,32 @@ class EpisodeMcp:
                         self._streams.get(episode_id, set()).discard(stream)
                 if stream.cancelled_caught and state["started"] and not state["done"]:
                     await send({"type": "http.response.body", "body": b"", "more_body": False})  # a clean end
+            elif scope.get("method") == "POST" and self.fast:
+                await self._post(scope, receive, send, episode_id)
             else:
                 await self.manager.handle_request(scope, receive, send)
         finally:
             _episode_id.reset(token)
+
+    async def _post(self, scope: Any, receive: Any, send: Any, episode_id: str) -> None:
+        """A plain tools/call is answered here (mcp_fastpath.py); the SDK gets everything else."""
+        body = await read_body(receive)
+        if body is None:
+            return
+        plain = plain_tool_call(scope, body)
+        if plain is None:
+            replay = [{"type": "http.request", "body": body, "more_body": False}]
+
+            async def replayed() -> Any:
+                return replay.pop() if replay else await receive()
+
+            await self.manager.handle_request(scope, replayed, send)
+            return
+        request_id, name, arguments = plain
+        result = await self._tool_result(episode_id, name, arguments)
+        answer = types.JSONRPCResponse(jsonrpc="2.0", id=request_id,
+                                       result=result.model_dump(by_alias=True, mode="json", exclude_none=True))
+        await send_json(send, 200, answer.model_dump_json(by_alias=True, exclude_unset=True).encode())
 
     def close_streams(self, episode_id: str | None = None) -> None:
         """End the open GET streams of an episode (all episodes when None); call on the event loop."""
@@ -213,12 +239,15 @@ class EpisodeMcp:
             uri=task_uri(live.id), mime_type="text/plain", text=instruction)])
 
     async def _call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        return await self._tool_result(self._episode_of(ctx), params.name, params.arguments or {})
+
+    async def _tool_result(self, episode_id: str, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
         try:
-            live = self.registry.begin(self._episode_of(ctx))
+            live = self.registry.begin(episode_id)
         except NotFound as exc:
             return _error(exc.message)
         try:
-            observation = await anyio.to_thread.run_sync(live.episode.call, params.name, params.arguments or {})
+            observation = await self.lanes.submit(live.episode, name, arguments)
             live.calls += 1
         finally:
             self.registry.end(live)
