@@ -3,8 +3,8 @@
 A rollout spends nearly all its requests on three routes: a REST tool call, a
 batch of them, and MCP posts to an episode's endpoint. FastAPI's per-request
 machinery (request objects, dependency solving, response models, its middleware
-layers) cost more than the sandboxed call itself, so this middleware, in front
-of the FastAPI app, matches those routes by path and answers them with the
+layers, telemetry) cost more than the sandboxed call itself, so this ASGI layer,
+in front of the FastAPI app, matches those routes by path and answers them with the
 same functions the FastAPI routes call (toolcalls.py, mcp_app.py). Everything
 else, and every other method on these paths, goes on to FastAPI. The Host,
 Origin and body-size guards run before it (guard.py).
@@ -58,7 +58,7 @@ class FastLane:
                     await self.mcp(scope, receive, send)
                     return
             elif path == "/batch" and method == "POST":
-                await self._batch(receive, send)
+                await self._batch(scope, receive, send)
                 return
         await self.app(scope, receive, send)
 
@@ -73,13 +73,14 @@ class FastLane:
             return
         await send_json(send, 200, body)
 
-    async def _batch(self, receive: Any, send: Any) -> None:
+    async def _batch(self, scope: Any, receive: Any, send: Any) -> None:
         raw = await read_body(receive)
         if raw is None:
             return
+        host = next((v for k, v in scope["headers"] if k == b"host"), b"127.0.0.1")
         try:
             calls = toolcalls.parse_batch(raw)
-            results = await toolcalls.batch(self.registry, self.lanes, calls, self.peers)
+            results = await toolcalls.batch(self.registry, self.lanes, calls, self.peers, host)
         except Exception as exc:  # noqa: BLE001
             await send_json(send, *toolcalls.error_answer(exc))
             return

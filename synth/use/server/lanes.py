@@ -2,9 +2,10 @@
 
 A lane is one sandbox worker (synth.runtime.batch.lane_of): the calls on its
 episodes run one after another anyway. Each lane has one thread. A request
-puts its call on the lane's queue and awaits a future; the thread takes
-everything queued so far (at most MAX_BATCH calls) and runs it as one pipelined
-batch, then hands every answer back to the event loop in one wake-up. Alone,
+submits its call and awaits a future; the calls submitted in one turn of the
+event loop go to the lane's queue together, and the thread takes everything
+queued so far and runs it as pipelined batches (at most MAX_BATCH calls each),
+handing each batch's answers back to the event loop in one wake-up. Alone,
 a call costs one thread hop, as before; under load, a hop and a worker round
 trip carry many calls, and calls are served first come, first served (a thread
 pool waiting on a worker's lock is not fair, which showed as a long p99).
@@ -26,7 +27,7 @@ _STOP = object()
 
 class _Lane:
     def __init__(self, name: str):
-        self.queue: queue.SimpleQueue = queue.SimpleQueue()
+        self.queue: queue.SimpleQueue = queue.SimpleQueue()  # lists of (call, future), or _STOP
         self.thread = threading.Thread(target=self._run, name=name, daemon=True)
         self.thread.start()
 
@@ -36,21 +37,23 @@ class _Lane:
             if first is _STOP:
                 self._refuse_rest()
                 return
-            batch, stop = [first], False
-            while len(batch) < MAX_BATCH:
+            queued, stop = list(first), False
+            while True:
                 try:
-                    item = self.queue.get_nowait()
+                    more = self.queue.get_nowait()
                 except queue.Empty:
                     break
-                if item is _STOP:
+                if more is _STOP:
                     stop = True
                     break
-                batch.append(item)
-            try:
-                answers: Any = call_many([call for call, _ in batch])
-            except BaseException as exc:  # noqa: BLE001 - every caller of the batch gets it
-                answers = exc
-            _hand_back([future for _, future in batch], answers)
+                queued.extend(more)
+            for start in range(0, len(queued), MAX_BATCH):
+                batch = queued[start:start + MAX_BATCH]
+                try:
+                    answers: Any = call_many([call for call, _ in batch])
+                except BaseException as exc:  # noqa: BLE001 - every caller of the batch gets it
+                    answers = exc
+                _hand_back([future for _, future in batch], answers)
             if stop:
                 self._refuse_rest()
                 return
@@ -59,11 +62,11 @@ class _Lane:
         """Calls queued behind the stop (none, when the server drained its requests first)."""
         while True:
             try:
-                item = self.queue.get_nowait()
+                items = self.queue.get_nowait()
             except queue.Empty:
                 return
-            if item is not _STOP:
-                _hand_back([item[1]], RuntimeError("the server is shutting down"))
+            if items is not _STOP:
+                _hand_back([future for _, future in items], RuntimeError("the server is shutting down"))
 
 
 def _hand_back(futures: list[asyncio.Future], answers: Any) -> None:
@@ -88,6 +91,7 @@ class CallLanes:
 
     def __init__(self) -> None:
         self._lanes: dict[Any, _Lane] = {}
+        self._pending: dict[Any, list] = {}  # calls submitted in this turn of the event loop, by lane
         self._closed = False
 
     async def call(self, episode: Any, name: str, arguments: Any) -> dict[str, Any]:
@@ -98,13 +102,22 @@ class CallLanes:
         """The future of Episode.call's observation; calls on one episode run in the order submitted."""
         if self._closed:
             raise RuntimeError("the server is shutting down")
-        future = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
         key = lane_of(episode)
+        pending = self._pending.get(key)
+        if pending is None:  # the first call on this lane in this turn of the event loop
+            pending = self._pending[key] = []
+            loop.call_soon(self._flush, key)
+        pending.append(((episode, name, arguments), future))
+        return future
+
+    def _flush(self, key: Any) -> None:
+        """One hand-over (one thread wake-up) per lane per turn of the event loop."""
         lane = self._lanes.get(key)
         if lane is None:
             lane = self._lanes[key] = _Lane(f"synth-lane-{len(self._lanes)}")
-        lane.queue.put(((episode, name, arguments), future))
-        return future
+        lane.queue.put(self._pending.pop(key))
 
     def close(self, timeout: float = 30.0) -> None:
         """Stop every lane (blocking: call it off the event loop)."""

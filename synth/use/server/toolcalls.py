@@ -40,7 +40,7 @@ class Peers(Protocol):
 
     def owner(self, episode_id: str) -> int | None: ...
 
-    async def batch(self, owner: int, calls: list[dict[str, Any]]) -> list[dict[str, Any]]: ...
+    async def batch(self, owner: int, calls: list[dict[str, Any]], host: bytes) -> list[dict[str, Any]]: ...
 
 
 def encode(value: Any) -> bytes:
@@ -110,8 +110,9 @@ def parse_batch(raw: bytes) -> list[dict[str, Any]]:
 
 
 async def batch(registry: EpisodeRegistry, lanes: CallLanes, calls: list[dict[str, Any]],
-                peers: Peers | None = None) -> list[dict[str, Any]]:
-    """The observations of checked batch calls (parse_batch), in order."""
+                peers: Peers | None = None, host: bytes = b"127.0.0.1") -> list[dict[str, Any]]:
+    """The observations of checked batch calls (parse_batch), in order; the calls of other
+    processes' episodes are sent to them with the request's `host` (it passed our guard)."""
     results: list[dict[str, Any] | None] = [None] * len(calls)
     remote: dict[int, list[int]] = {}
     submitted: list[tuple[int, Any, asyncio.Future]] = []
@@ -133,7 +134,7 @@ async def batch(registry: EpisodeRegistry, lanes: CallLanes, calls: list[dict[st
                 results[i] = answer
             else:
                 submitted.append((i, live, lanes.submit(live.episode, call["tool"], arguments)))
-        forwarded = [(indexes, peers.batch(owner, [calls[i] for i in indexes]))  # type: ignore[union-attr]
+        forwarded = [(indexes, peers.batch(owner, [calls[i] for i in indexes], host))  # type: ignore[union-attr]
                      for owner, indexes in remote.items()]
         answers = await asyncio.gather(*(f for _, _, f in submitted), *(f for _, f in forwarded),
                                        return_exceptions=True)
