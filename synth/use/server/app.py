@@ -169,6 +169,7 @@ def create_app(loaded: LoadedEnvs, *, max_episodes: int = 256, idle_timeout: flo
     app.state.registry = registry
     app.state.loaded = loaded
     app.state.lanes = lanes
+    app.state.mcp = mcp_endpoint
 
     @app.exception_handler(RegistryError)
     @app.exception_handler(SynthError)

@@ -155,10 +155,12 @@ class EpisodeMcp:
             await self.manager.handle_request(scope, replayed, send)
             return
         request_id, name, arguments = plain
-        result = await self._tool_result(episode_id, name, arguments)
-        answer = types.JSONRPCResponse(jsonrpc="2.0", id=request_id,
-                                       result=result.model_dump(by_alias=True, mode="json", exclude_none=True))
-        await send_json(send, 200, answer.model_dump_json(by_alias=True, exclude_unset=True).encode())
+        text, is_error = await self._tool_text(episode_id, name, arguments)
+        # The wire form the SDK gives a CallToolResult on the handshake-era protocol versions.
+        result = {"content": [{"type": "text", "text": text}], "isError": is_error}
+        answer = json.dumps({"jsonrpc": "2.0", "id": request_id, "result": result}, ensure_ascii=False,
+                            separators=(",", ":"))
+        await send_json(send, 200, answer.encode("utf-8"))
 
     def close_streams(self, episode_id: str | None = None) -> None:
         """End the open GET streams of an episode (all episodes when None); call on the event loop."""
@@ -239,23 +241,20 @@ class EpisodeMcp:
             uri=task_uri(live.id), mime_type="text/plain", text=instruction)])
 
     async def _call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        return await self._tool_result(self._episode_of(ctx), params.name, params.arguments or {})
+        text, is_error = await self._tool_text(self._episode_of(ctx), params.name, params.arguments or {})
+        return types.CallToolResult(content=[types.TextContent(text=text)], is_error=is_error)
 
-    async def _tool_result(self, episode_id: str, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+    async def _tool_text(self, episode_id: str, name: str, arguments: dict[str, Any]) -> tuple[str, bool]:
+        """The call's answer as MCP tool content: (text, is_error)."""
         try:
             live = self.registry.begin(episode_id)
         except NotFound as exc:
-            return _error(exc.message)
+            return exc.message, True
         try:
             observation = await self.lanes.submit(live.episode, name, arguments)
             live.calls += 1
         finally:
             self.registry.end(live)
         if not observation.get("ok"):
-            return _error(str(observation.get("error")))
-        text = json.dumps(observation.get("result"), ensure_ascii=False, default=str)
-        return types.CallToolResult(content=[types.TextContent(text=text)])
-
-
-def _error(message: str) -> types.CallToolResult:
-    return types.CallToolResult(content=[types.TextContent(text=message)], is_error=True)
+            return str(observation.get("error")), True
+        return json.dumps(observation.get("result"), ensure_ascii=False, default=str), False
