@@ -32,6 +32,7 @@ import asyncio
 import contextlib
 import gc
 import logging
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -276,5 +277,5 @@ def server_info(process: Any = None) -> dict[str, Any]:
     http = "httptools" if importlib.util.find_spec("httptools") else "h11"
     info: dict[str, Any] = {"loop": "uvloop" if loop == "uvloop" else "asyncio", "http": http}
     if process is not None:
-        info.update(process=process.index, processes=process.count)
+        info.update(process=process.index, processes=process.count, pid=os.getpid())
     return info

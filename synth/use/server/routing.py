@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,13 +70,17 @@ class _Upstream:
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
         self.reader, self.writer = reader, writer
         self.http = h11.Connection(h11.CLIENT)
+        self.idle_since = 0.0
 
     async def next_event(self) -> Any:
         while True:
             event = self.http.next_event()
-            if event is not h11.NEED_DATA:
+            if event is h11.NEED_DATA:
+                self.http.receive_data(await self.reader.read(1 << 16))
+            elif isinstance(event, h11.ConnectionClosed):
+                raise ConnectionResetError("the server process closed the connection")
+            else:
                 return event
-            self.http.receive_data(await self.reader.read(1 << 16))
 
     def reusable(self) -> bool:
         if self.http.our_state is h11.DONE and self.http.their_state is h11.DONE:
@@ -85,6 +90,10 @@ class _Upstream:
 
     def close(self) -> None:
         self.writer.close()
+
+
+_BROKEN = (OSError, EOFError, h11.ProtocolError)
+_IDLE_SECONDS = 3.0  # a peer drops a connection idle for 5 s (uvicorn's keep-alive); never reuse one near that
 
 
 class Peers:
@@ -97,28 +106,39 @@ class Peers:
     def owner(self, episode_id: str) -> int | None:
         return owner_of(episode_id, self.process.count)
 
-    async def _connect(self, owner: int) -> _Upstream:
-        idle = self._idle[owner]
-        while idle:
-            upstream = idle.pop()
-            if not upstream.writer.is_closing():
-                return upstream
-        try:
-            return _Upstream(*await asyncio.open_unix_connection(self.process.sockets[owner]))
-        except OSError as exc:
-            raise PeerDown(f"server process {owner} is not running ({exc.strerror or exc}); episodes it held "
-                           "are lost") from None
-
-    async def _send(self, owner: int, method: str, target: bytes, headers: list, body: bytes) -> _Upstream:
-        upstream = await self._connect(owner)
+    async def _open(self, owner: int, method: str, target: bytes, headers: list,
+                    body: bytes) -> tuple[_Upstream, Any]:
+        """Send a request and read its answer's head. A kept-alive connection the peer closed
+        meanwhile fails before any answer: the request is sent again on a new one."""
         request = h11.Request(method=method, target=target,
                               headers=[*headers, (b"content-length", str(len(body)).encode())])
-        upstream.writer.write(upstream.http.send(request) + upstream.http.send(h11.Data(data=body))
-                              + upstream.http.send(h11.EndOfMessage()))
-        return upstream
+        idle, now = self._idle[owner], time.monotonic()
+        while True:
+            upstream = idle.pop() if idle else None
+            if upstream is not None and (now - upstream.idle_since > _IDLE_SECONDS or upstream.reader.at_eof()):
+                upstream.close()
+                continue
+            if upstream is None:
+                try:
+                    upstream = _Upstream(*await asyncio.open_unix_connection(self.process.sockets[owner]))
+                except OSError as exc:
+                    raise PeerDown(f"server process {owner} is not running ({exc.strerror or exc}); the "
+                                   "episodes it held are lost") from None
+                reused = False
+            else:
+                reused = True
+            try:
+                upstream.writer.write(upstream.http.send(request) + upstream.http.send(h11.Data(data=body))
+                                      + upstream.http.send(h11.EndOfMessage()))
+                return upstream, await upstream.next_event()
+            except _BROKEN as exc:
+                upstream.close()
+                if not reused:
+                    raise PeerDown(f"server process {owner} broke the connection ({exc})") from None
 
     def _done(self, owner: int, upstream: _Upstream) -> None:
         if upstream.reusable():
+            upstream.idle_since = time.monotonic()
             self._idle[owner].append(upstream)
         else:
             upstream.close()
@@ -126,9 +146,8 @@ class Peers:
     async def request(self, owner: int, method: str, target: bytes, headers: list,
                       body: bytes) -> tuple[int, list, bytes]:
         """One request to a peer, its answer read whole."""
-        upstream = await self._send(owner, method, target, headers, body)
+        upstream, response = await self._open(owner, method, target, headers, body)
         try:
-            response = await upstream.next_event()
             chunks = []
             while not isinstance(event := await upstream.next_event(), h11.EndOfMessage):
                 chunks.append(bytes(event.data))
@@ -138,23 +157,23 @@ class Peers:
         self._done(owner, upstream)
         return response.status_code, _passed_on(response.headers), b"".join(chunks)
 
-    async def forward(self, owner: int, scope: Any, body: bytes, receive: Any, send: Any,
-                      extra: tuple = ()) -> None:
+    async def forward(self, owner: int, scope: Any, body: bytes, receive: Any, send: Any) -> None:
         """Pass a request to its owner and stream the answer back as it comes."""
         target = scope.get("raw_path") or scope["path"].encode()
         if scope.get("query_string"):
             target += b"?" + scope["query_string"]
-        headers = [(k, v) for k, v in scope["headers"] if k.lower() not in _HOP_BY_HOP] + list(extra)
+        headers = [(k, v) for k, v in scope["headers"] if k.lower() not in _HOP_BY_HOP]
         try:
-            upstream = await self._send(owner, scope["method"], target, headers, body)
+            upstream, response = await self._open(owner, scope["method"], target, headers, body)
         except PeerDown as exc:
             await send_json(send, 503, encode({"detail": str(exc)}))
             return
         watcher = asyncio.ensure_future(_disconnected(receive)) if scope["method"] == "GET" else None
         try:
+            await send({"type": "http.response.start", "status": response.status_code,
+                        "headers": _passed_on(response.headers, keep_length=True)})
             pump = asyncio.ensure_future(self._pump(upstream, send))
-            waits = {pump} if watcher is None else {pump, watcher}
-            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({pump} if watcher is None else {pump, watcher}, return_when=asyncio.FIRST_COMPLETED)
             if not pump.done():  # the client went away from a stream
                 pump.cancel()
                 upstream.close()
@@ -169,9 +188,6 @@ class Peers:
         self._done(owner, upstream)
 
     async def _pump(self, upstream: _Upstream, send: Any) -> None:
-        response = await upstream.next_event()
-        await send({"type": "http.response.start", "status": response.status_code,
-                    "headers": _passed_on(response.headers, keep_length=True)})
         while True:
             event = await upstream.next_event()
             if isinstance(event, h11.EndOfMessage):
@@ -180,8 +196,11 @@ class Peers:
             await send({"type": "http.response.body", "body": bytes(event.data), "more_body": True})
 
     async def batch(self, owner: int, calls: list[dict[str, Any]], host: bytes) -> list[dict[str, Any]]:
-        status, _, body = await self.request(owner, "POST", b"/batch", [(b"host", host),
-                                             (b"content-type", b"application/json")], encode({"calls": calls}))
+        try:
+            status, _, body = await self.request(owner, "POST", b"/batch", [
+                (b"host", host), (b"content-type", b"application/json")], encode({"calls": calls}))
+        except PeerDown as exc:
+            return [{"ok": False, "error": str(exc), "status": 503}] * len(calls)
         if status != 200:
             detail = json.loads(body).get("detail", body.decode(errors="replace"))
             return [{"ok": False, "error": f"server process {owner}: {detail}", "status": status}] * len(calls)
