@@ -6,7 +6,9 @@
 Prints, on the same env and machine, in one run:
   - the limit: sandboxed tool calls per second in this process with no HTTP, K
     episodes stepped at once (synth.runtime.batch.call_many, one thread per
-    sandbox worker, as many workers as the server has), and one call at a time;
+    sandbox worker, as many workers as the server has), measured right before
+    and right after the HTTP phases at that K (the higher is kept); and one
+    call at a time;
   - REST, MCP and batch tool calls per second with p50/p99 latency at each K
     (K concurrent episodes; REST and MCP: one kept-alive connection and one call
     in flight per episode; batch: one request carrying one call per episode),
@@ -99,53 +101,60 @@ def summarize(phase: str, k: int, ops: int, latencies: list[float], wall: float,
 
 # ----------------------------------------------------------------- the limit (no HTTP)
 
-def in_process(env_dir: Path, task_id: str, calls: list, ks: list[int], seconds: float, workers: int,
-               trusted: bool) -> tuple[dict, list[dict]]:
-    from synth.runtime import Env, SandboxPool
-    from synth.runtime.batch import call_many, lane_of
+class Limit:
+    """Sandboxed calls in this process with no HTTP: the same env, as many sandbox workers as
+    the server has, K episodes stepped at once (call_many, one thread per worker)."""
 
-    pool = None if trusted else SandboxPool(workers=workers, call_timeout=10.0)
-    env = Env.load(env_dir, trusted=trusted, pool=pool)
-    try:
-        one = env.episode(task_id, record=False)
+    def __init__(self, env_dir: Path, task_id: str, calls: list, workers: int, trusted: bool):
+        from synth.runtime import Env, SandboxPool
+
+        self.task_id, self.calls = task_id, calls
+        self.pool = None if trusted else SandboxPool(workers=workers, call_timeout=10.0)
+        self.env = Env.load(env_dir, trusted=trusted, pool=self.pool)
+
+    def one_at_a_time(self, seconds: float) -> dict:
+        episode = self.env.episode(self.task_id, record=False)
         n, start = 0, time.perf_counter()
-        while time.perf_counter() - start < min(seconds, 3.0):
-            tool, arguments = calls[n % len(calls)]
-            one.call(tool, arguments)
+        while time.perf_counter() - start < seconds:
+            tool, arguments = self.calls[n % len(self.calls)]
+            episode.call(tool, arguments)
             n += 1
-        single = summarize("one call at a time", 1, n, [], time.perf_counter() - start, 0)
-        one.close()
-        limits = []
-        for k in ks:
-            episodes = [env.episode(task_id, record=False) for _ in range(k)]
-            lanes: dict = {}
-            for episode in episodes:
-                lanes.setdefault(lane_of(episode), []).append(episode)
-            counts = []
-            deadline = time.perf_counter() + seconds
+        episode.close()
+        return summarize("one call at a time", 1, n, [], time.perf_counter() - start, 0)
 
-            def step(mine: list) -> None:
-                done, i = 0, 0
-                while time.perf_counter() < deadline:
-                    tool, arguments = calls[i % len(calls)]
-                    done += len(call_many([(e, tool, arguments) for e in mine]))
-                    i += 1
-                counts.append(done)
+    def at(self, k: int, seconds: float) -> dict:
+        from synth.runtime.batch import call_many, lane_of
 
-            threads = [threading.Thread(target=step, args=(mine,)) for mine in lanes.values()]
-            start = time.perf_counter()
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
-            limits.append(summarize("limit (in-process)", k, sum(counts), [], time.perf_counter() - start, 0))
-            for episode in episodes:
-                episode.close()
-        return single, limits
-    finally:
-        env.close()
-        if pool is not None:
-            pool.close()
+        episodes = [self.env.episode(self.task_id, record=False) for _ in range(k)]
+        lanes: dict = {}
+        for episode in episodes:
+            lanes.setdefault(lane_of(episode), []).append(episode)
+        counts: list[int] = []
+        deadline = time.perf_counter() + seconds
+
+        def step(mine: list) -> None:
+            done, i = 0, 0
+            while time.perf_counter() < deadline:
+                tool, arguments = self.calls[i % len(self.calls)]
+                done += len(call_many([(e, tool, arguments) for e in mine]))
+                i += 1
+            counts.append(done)
+
+        threads = [threading.Thread(target=step, args=(mine,)) for mine in lanes.values()]
+        start = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        wall = time.perf_counter() - start
+        for episode in episodes:
+            episode.close()
+        return summarize("limit (in-process)", k, sum(counts), [], wall, 0)
+
+    def close(self) -> None:
+        self.env.close()
+        if self.pool is not None:
+            self.pool.close()
 
 
 # ----------------------------------------------------------------- over HTTP
@@ -309,27 +318,33 @@ def main() -> None:
         folders = find_env_dirs(envs)
         sandbox_workers = args.sandbox_workers or max(2, min(32, len(folders)))
         env_dir, env_id, task_id, gold = _replayed(folders)
-        single, limits = in_process(env_dir, task_id, gold, ks, args.seconds, sandbox_workers, args.trusted)
+        limit = Limit(env_dir, task_id, gold, sandbox_workers, args.trusted)
         extra = ["--max-episodes", str(2 * max(ks) + 700), "--workers", str(args.workers),
                  "--sandbox-workers", str(sandbox_workers)]
         if args.trusted:
             extra.append("--trusted")
         server = Server(envs, extra)
         try:
+            single = limit.one_at_a_time(min(args.seconds, 3.0))
             server.wait_ready()
             info = httpx.get(f"{server.url}/health").json().get("server", {})
             asyncio.run(bench_rest(server.port, env_id, task_id, gold, 16, 1.0))  # warm-up, not reported
-            results = list(limits)
+            results = []
             for k in ks:
+                # The limit is measured right before and right after the HTTP phases at the same K, and
+                # the higher taken: other work on the machine comes and goes.
+                before = limit.at(k, args.seconds)
                 for bench in (bench_rest, bench_mcp, bench_batch):
                     results.append(asyncio.run(bench(server.port, env_id, task_id, gold, k, args.seconds)))
+                results.append(max(before, limit.at(k, args.seconds), key=lambda r: r["per_s"]))
             results.append(asyncio.run(bench_creations(server.port, env_id, task_id, 16, min(args.seconds, 3.0))))
         finally:
             server.stop()
-    limit = {r["k"]: r["per_s"] for r in limits}
+            limit.close()
+    limits = {r["k"]: r["per_s"] for r in results if r["phase"] == "limit (in-process)"}
     for r in results:
-        if r["k"] in limit and r["phase"] != "episode creations":
-            r["of_limit"] = round(r["per_s"] / limit[r["k"]], 3) if limit[r["k"]] else None
+        if r["k"] in limits and r["phase"] != "episode creations":
+            r["of_limit"] = round(r["per_s"] / limits[r["k"]], 3) if limits[r["k"]] else None
     if args.json:
         for r in [single, *results]:
             print(json.dumps(r))
@@ -343,7 +358,8 @@ def main() -> None:
     print(f"in-process sandboxed call, one at a time: {single['per_s']:,.0f}/s "
           f"({1000 / single['per_s']:.3f} ms each)" if single["per_s"] else "")
     print(f"  {'phase':<22}{'K':>5}{'calls/s':>11}{'p50 ms':>10}{'p99 ms':>10}{'of limit':>10}{'errors':>8}")
-    for r in sorted(results, key=lambda r: (r["phase"] == "episode creations", r["k"])):
+    order = ["limit (in-process)", "REST", "MCP", "batch", "episode creations"]
+    for r in sorted(results, key=lambda r: (r["phase"] == "episode creations", r["k"], order.index(r["phase"]))):
         p50 = "-" if r["p50_ms"] is None else f"{r['p50_ms']:.2f}"
         p99 = "-" if r["p99_ms"] is None else f"{r['p99_ms']:.2f}"
         share = f"{r['of_limit']:.2f}" if r.get("of_limit") is not None else "-"

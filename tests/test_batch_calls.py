@@ -5,7 +5,6 @@ order, and a worker that dies mid-pipeline loses exactly what it held."""
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
@@ -93,3 +92,15 @@ def test_a_worker_dying_mid_pipeline_loses_its_episodes_and_the_pool_recovers(tm
             assert call_many([(fresh, "count", {})] * 3) == [{"ok": True, "result": 1}] * 3
         for ep in (a, b, c):
             ep.close()
+
+
+def test_a_batch_that_fails_with_calls_in_flight_never_leaves_the_pipe_out_of_step(tmp_path):
+    root = tiny_env(tmp_path, "interrupted", {"count": "return db.execute('SELECT count(*) FROM t').fetchone()[0]"})
+    with SandboxPool(workers=1, call_timeout=5.0) as pool, Env.load(root, pool=pool) as env:
+        first, second = env.episode(), env.episode()
+        with pytest.raises(Exception):  # something that cannot be sent, after a call already was
+            pool.call_many([(first._handle, "count", {}), (second._handle, "count", {"bad": lambda: 0})])
+        lost = "episode lost: worker crashed (a batch of calls on it was interrupted)"
+        assert first.call("count") == {"ok": False, "error": lost}  # its unread reply is never taken for another's
+        with env.episode() as fresh:
+            assert call_many([(fresh, "count", {})] * 2) == [{"ok": True, "result": 1}] * 2

@@ -6,7 +6,6 @@ every request, odd ones included; and POST /batch, on both."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import httpx
 import pytest

@@ -455,8 +455,17 @@ class SandboxPool:
         """Caller holds slot.lock; fills replies[position] for every item."""
         waiting: collections.deque = collections.deque()  # (position, tool, bytes, when sent)
         todo = collections.deque(items)
-        unread, answered = 0, time.monotonic()
         timeout = self.call_timeout + self.grace
+        try:
+            self._pipe(slot, todo, waiting, replies, timeout)
+        except BaseException:
+            if waiting and slot.proc is not None:  # replies left unread: that pipe is out of step for good
+                self._die(slot, "a batch of calls on it was interrupted")
+            raise
+
+    def _pipe(self, slot: Slot, todo: collections.deque, waiting: collections.deque, replies: list,
+              timeout: float) -> None:
+        unread, answered = 0, time.monotonic()
         while todo or waiting:
             while todo:
                 position, handle, tool, kwargs = todo[0]

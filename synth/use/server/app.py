@@ -17,10 +17,13 @@ How the pieces fit (a new protocol face plugs in the same way): the envs
 every face; a face looks episodes up with registry.get/begin/end and runs tool
 calls through `app.state.lanes` (CallLanes, lanes.py), which batches them per
 sandbox worker, and blocking episode work (create, evaluate, close) in threads.
-Faces are FastAPI routes or ASGI apps mounted in create_app; the hot routes
-are answered by the fast lane (fastlane.py) ahead of FastAPI, and with
-`--workers N` a router (routing.py) first sends each request to the server
-process that owns its episode.
+Faces are FastAPI routes or ASGI apps mounted on the FastAPI app in create_app
+(`ServeApp.api` from outside). In front of it (ServeApp): the Host/Origin/body
+guard, with `--workers N` a router (routing.py) that sends each request to the
+server process owning its episode (by the id in /episodes/{id}/...; a face
+that names episodes elsewhere adds its rule there), and the fast lane
+(fastlane.py), which answers the hot routes (a tool call, a batch, MCP posts)
+without FastAPI's machinery.
 
 Generated code runs in sandbox workers (synth.runtime.SandboxPool) unless the
 operator explicitly serves trusted envs in-process.

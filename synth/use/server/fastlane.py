@@ -34,6 +34,16 @@ async def read_body(receive: Any) -> bytes | None:
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
+def replaying(body: bytes, receive: Any) -> Any:
+    """A receive() that gives `body` again (it was read already), then the client's next messages."""
+    replay = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def replayed() -> Any:
+        return replay.pop() if replay else await receive()
+
+    return replayed
+
+
 async def send_json(send: Any, status: int, body: bytes) -> None:
     await send({"type": "http.response.start", "status": status,
                 "headers": [*_JSON, (b"content-length", str(len(body)).encode())]})

@@ -35,7 +35,7 @@ from synth import __version__
 from synth.use.agent import AgentContext, system_prompt
 from synth.use.annotations import env_tool_hints
 from synth.use.server.episodes import EpisodeRegistry, NotFound
-from synth.use.server.fastlane import read_body, send_json
+from synth.use.server.fastlane import read_body, replaying, send_json
 from synth.use.server.guard import ServerGuards
 from synth.use.server.lanes import CallLanes
 from synth.use.server.mcp_fastpath import plain_tool_call
@@ -147,12 +147,7 @@ class EpisodeMcp:
             return
         plain = plain_tool_call(scope, body)
         if plain is None:
-            replay = [{"type": "http.request", "body": body, "more_body": False}]
-
-            async def replayed() -> Any:
-                return replay.pop() if replay else await receive()
-
-            await self.manager.handle_request(scope, replayed, send)
+            await self.manager.handle_request(scope, replaying(body, receive), send)
             return
         request_id, name, arguments = plain
         text, is_error = await self._tool_text(episode_id, name, arguments)

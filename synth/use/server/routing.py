@@ -15,6 +15,8 @@ any episode, so every request is routed to the process that owns its episode:
 - A new episode is opened by the process that got the request; when that one
   is at its share of --max-episodes, the next process with room opens it.
 - /health, /envs and the docs are answered by whichever process gets them.
+A new protocol face whose requests name their episode somewhere other than
+/episodes/{id}/... (a body field, say) needs its rule in OwnerRouter.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from typing import Any
 
 import h11
 
-from synth.use.server.fastlane import read_body, send_json
+from synth.use.server.fastlane import read_body, replaying, send_json
 from synth.use.server.toolcalls import encode
 
 _HOP_BY_HOP = {b"connection", b"keep-alive", b"transfer-encoding", b"te", b"upgrade", b"content-length",
@@ -263,9 +265,4 @@ class OwnerRouter:
                             "headers": [*answer_headers, (b"content-length", str(len(answer)).encode())]})
                 await send({"type": "http.response.body", "body": answer})
                 return
-        replay = [{"type": "http.request", "body": body, "more_body": False}]
-
-        async def replayed() -> Any:
-            return replay.pop() if replay else await receive()
-
-        await self.app(scope, replayed, send)
+        await self.app(scope, replaying(body, receive), send)
