@@ -186,3 +186,32 @@ def test_workers_must_be_positive(env_root, tmp_path):
     done = subprocess.run([sys.executable, "-m", "synth", "serve", str(env_root), "--workers", "0",
                            "--port", str(free_port())], capture_output=True, text=True, timeout=120)
     assert done.returncode != 0 and "error: --workers must be at least 1" in done.stderr
+
+
+def test_ctrl_c_in_a_terminal_stops_every_server_process(env_root):
+    import pty
+    import select
+
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: `synth serve --workers 2` on a terminal
+        os.execvp(sys.executable, [sys.executable, "-m", "synth", "serve", str(env_root), "--port", str(free_port()),
+                                   "--workers", "2"])
+    out, deadline, status = b"", time.monotonic() + 120, None
+    try:
+        while b"serving" not in out:
+            assert time.monotonic() < deadline, out
+            if select.select([fd], [], [], 0.5)[0]:
+                out += os.read(fd, 4096)
+        children = [int(p) for p in subprocess.run(["pgrep", "-P", str(pid)], capture_output=True,
+                                                   text=True).stdout.split()]
+        assert len(children) == 2
+        os.write(fd, b"\x03")  # Ctrl-C reaches the supervisor; it stops its processes gracefully
+        _, status = os.waitpid(pid, 0)
+    finally:
+        if status is None:  # the test failed first: stop the server all the same
+            os.kill(pid, signal.SIGTERM)
+            os.waitpid(pid, 0)
+        os.close(fd)
+    assert os.waitstatus_to_exitcode(status) == 0
+    time.sleep(0.5)
+    assert not [c for c in children if alive(c)]
