@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -74,6 +75,20 @@ def on_each_process(url: str, count: int = 2) -> dict[int, httpx.Client]:
     raise AssertionError(f"connections reached only processes {sorted(clients)}")
 
 
+def connections_to(url: str, index: int, count: int) -> list[httpx.Client]:
+    """`count` kept-alive clients whose connections landed on process `index`."""
+    found: list[httpx.Client] = []
+    for _ in range(400):
+        client = httpx.Client(base_url=url, timeout=30)
+        if client.get("/health").json()["server"]["process"] == index:
+            found.append(client)
+            if len(found) == count:
+                return found
+        else:
+            client.close()
+    raise AssertionError(f"only {len(found)} connections reached process {index}")
+
+
 @pytest.fixture(scope="module")
 def env_root(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("workers")
@@ -135,14 +150,18 @@ def test_every_request_reaches_the_process_that_owns_its_episode(env_root, tmp_p
             assert time.monotonic() - started < 10
         assert clients[0].get(f"/episodes/{mine[1]}").status_code == 404
 
-        # the cap is shared out (3 each); a full process has the other open the episode
-        opened = [clients[0].post(f"/envs/{LIBRARY}/episodes").json()["episode_id"] for _ in range(5)]
+        # the cap is shared out (3 each); five creations at once, all reaching process 0, fill both
+        on_zero = connections_to(url, 0, 5)
+        with ThreadPoolExecutor(5) as pool:
+            answers = list(pool.map(lambda c: c.post(f"/envs/{LIBRARY}/episodes"), on_zero))
+        assert [a.status_code for a in answers] == [201] * 5
+        opened = [a.json()["episode_id"] for a in answers]
         assert sorted(e[:3] for e in opened) == ["p0-", "p0-", "p1-", "p1-", "p1-"]
         full = clients[0].post(f"/envs/{LIBRARY}/episodes")
         assert full.status_code == 503 and "too many live episodes" in full.json()["detail"]
         for eid in opened:
             assert clients[1].delete(f"/episodes/{eid}").status_code == 200
-        for client in clients.values():
+        for client in [*clients.values(), *on_zero]:
             client.close()
     assert proc.returncode == 0
     for pid in pids.values():

@@ -256,7 +256,7 @@ def create_app(loaded: LoadedEnvs, *, max_episodes: int = 256, idle_timeout: flo
     if process is not None:
         from synth.use.server.routing import OwnerRouter
 
-        front = OwnerRouter(front, peers, registry)
+        front = OwnerRouter(front, peers)
     return ServeApp(app, GuardMiddleware(front, guards))
 
 

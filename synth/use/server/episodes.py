@@ -115,9 +115,6 @@ class EpisodeRegistry:
             self._live[live.id] = live
         return live
 
-    def has_room(self) -> bool:
-        return len(self._live) < self.max_episodes
-
     def get(self, episode_id: str) -> LiveEpisode:
         """The live episode (its idle clock restarts), or NotFound saying why it is gone."""
         with self._lock:

@@ -13,7 +13,7 @@ any episode, so every request is routed to the process that owns its episode:
 - A batch is split by owner: each process runs its part, the answers are put
   back in order (toolcalls.batch).
 - A new episode is opened by the process that got the request; when that one
-  is at its share of --max-episodes, the next process with room opens it.
+  answers 503 (at its share of --max-episodes), the next process with room opens it.
 - /health, /envs and the docs are answered by whichever process gets them.
 A new protocol face whose requests name their episode somewhere other than
 /episodes/{id}/... (a body field, say) needs its rule in OwnerRouter.
@@ -227,8 +227,8 @@ async def _disconnected(receive: Any) -> None:
 class OwnerRouter:
     """ASGI middleware: each request goes to the process that owns its episode."""
 
-    def __init__(self, app: Any, peers: Peers, registry: Any):
-        self.app, self.peers, self.registry = app, peers, registry
+    def __init__(self, app: Any, peers: Peers):
+        self.app, self.peers = app, peers
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "http":
@@ -241,28 +241,37 @@ class OwnerRouter:
                         await self.peers.forward(owner, scope, body, receive, send)
                     return
             elif (scope["method"] == "POST" and path.startswith("/envs/") and path.endswith("/episodes")
-                  and not self.registry.has_room() and not any(k == NO_SPILL for k, _ in scope["headers"])):
-                await self._spill(scope, receive, send)
+                  and not any(k == NO_SPILL for k, _ in scope["headers"])):
+                await self._create(scope, receive, send)
                 return
         await self.app(scope, receive, send)
 
-    async def _spill(self, scope: Any, receive: Any, send: Any) -> None:
-        """Open the episode in the next process with room; if none has, answer here (503)."""
+    async def _create(self, scope: Any, receive: Any, send: Any) -> None:
+        """Open the episode here; when this process answers 503 (at its share of the cap, its
+        sandbox workers busy), the next process that can open it does."""
         body = await read_body(receive)
         if body is None:
             return
-        count = self.peers.process.count
-        headers = [(k, v) for k, v in scope["headers"] if k.lower() not in _HOP_BY_HOP] + [(NO_SPILL, b"1")]
-        for step in range(1, count):
-            owner = (self.peers.index + step) % count
-            try:
-                status, answer_headers, answer = await self.peers.request(owner, "POST", scope["path"].encode(),
-                                                                          headers, body)
-            except PeerDown:
-                continue
-            if status != 503:
-                await send({"type": "http.response.start", "status": status,
-                            "headers": [*answer_headers, (b"content-length", str(len(answer)).encode())]})
-                await send({"type": "http.response.body", "body": answer})
-                return
-        await self.app(scope, replaying(body, receive), send)
+        held: list[dict[str, Any]] = []
+
+        async def hold(message: dict[str, Any]) -> None:
+            held.append(message)
+
+        await self.app(scope, replaying(body, receive), hold)
+        if held and held[0].get("status") == 503:
+            count = self.peers.process.count
+            headers = [(k, v) for k, v in scope["headers"] if k.lower() not in _HOP_BY_HOP] + [(NO_SPILL, b"1")]
+            for step in range(1, count):
+                owner = (self.peers.index + step) % count
+                try:
+                    status, answer_headers, answer = await self.peers.request(
+                        owner, "POST", scope["path"].encode(), headers, body)
+                except PeerDown:
+                    continue
+                if status != 503:
+                    await send({"type": "http.response.start", "status": status,
+                                "headers": [*answer_headers, (b"content-length", str(len(answer)).encode())]})
+                    await send({"type": "http.response.body", "body": answer})
+                    return
+        for message in held:  # this process's own answer (503 too when no process had room)
+            await send(message)
