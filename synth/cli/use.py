@@ -58,8 +58,11 @@ def serve(
     port: int = typer.Option(8000, "--port", help="TCP port"),
     max_episodes: int = typer.Option(256, "--max-episodes", help="live episodes at once; more answer 503"),
     idle_timeout: float = typer.Option(300.0, "--idle-timeout", help="seconds before an unused episode is closed"),
-    workers: Optional[int] = typer.Option(None, "--workers", help="sandbox worker processes in all, each "
-                                          "holding one env's code (default: one per env, at most 32)"),
+    workers: int = typer.Option(1, "--workers", help="server processes sharing the port; each request goes to "
+                                "the one that owns its episode"),
+    sandbox_workers: Optional[int] = typer.Option(None, "--sandbox-workers", help="sandbox worker processes of "
+                                                  "each server process, each holding one env's code (default: "
+                                                  "one per env, at least 2, at most 32)"),
     trusted: bool = typer.Option(False, "--trusted", help="run generated code in this process with no "
                                  "protection (only envs you wrote or reviewed)"),
     include_failed: bool = typer.Option(False, "--include-failed", help="also serve envs whose status is failed"),
@@ -77,6 +80,8 @@ def serve(
     from synth.use.server.guard import ServerGuards, loopback_hosts, loopback_origins
     from synth.use.server.run import build, serve_forever
 
+    if workers < 1:
+        raise InputError("--workers must be at least 1")
     check_port(host, port)
     guards = ServerGuards(allowed_hosts=list(allowed_host or loopback_hosts()),
                           allowed_origins=list(allowed_origin or loopback_origins()),
@@ -84,16 +89,27 @@ def serve(
     if not allowed_host and host not in ("127.0.0.1", "localhost", "::1"):
         typer.echo(f"note: listening on {host} but accepting only loopback Host headers; pass --allowed-host "
                    "NAME:* for each name trainers use (or '*')", err=True)
-    server_app, loaded = build(dir, trusted=trusted, workers=workers, max_episodes=max_episodes,
-                               idle_timeout=idle_timeout, include_failed=include_failed,
-                               include_rejected=include_rejected, guards=guards,
-                               max_argument_bytes=settings.max_argument_bytes,
-                               max_result_bytes=settings.max_result_bytes, env_memory_mb=env_memory_mb,
-                               reward=reward.value)
-    for skipped in loaded.skipped:
-        typer.echo(f"skipped {skipped['path']}: {skipped['reason']}", err=True)
-    typer.echo(f"serving {len(loaded.envs)} env(s) ({', '.join(loaded.envs)}) on http://{host}:{port} "
-               f"(REST docs /docs, MCP /episodes/<episode_id>/mcp, OpenEnv /openenv/<env_id>, ORS at the root)")
+    options = dict(trusted=trusted, workers=sandbox_workers, max_episodes=max_episodes, idle_timeout=idle_timeout,
+                   include_failed=include_failed, include_rejected=include_rejected,
+                   max_argument_bytes=settings.max_argument_bytes, max_result_bytes=settings.max_result_bytes,
+                   env_memory_mb=env_memory_mb, reward=reward.value)
+
+    def serving(envs: list[str], skipped: list[dict], processes: str = "") -> None:
+        for skip in skipped:
+            typer.echo(f"skipped {skip['path']}: {skip['reason']}", err=True)
+        typer.echo(f"serving {len(envs)} env(s) ({', '.join(envs)}) on http://{host}:{port}{processes} "
+                   f"(REST docs /docs, MCP /episodes/<episode_id>/mcp, OpenEnv /openenv/<env_id>, ORS at the root)")
+
+    if workers > 1:
+        from synth.use.server.processes import Supervisor
+
+        supervisor = Supervisor(dir, workers, host, port, options,
+                                {"allowed_hosts": guards.allowed_hosts, "allowed_origins": guards.allowed_origins,
+                                 "max_body_bytes": guards.max_body_bytes}, say=lambda m: typer.echo(m, err=True))
+        supervisor.run(lambda r: serving(r["envs"], r["skipped"], f" with {workers} server processes"))
+        return
+    server_app, loaded = build(dir, guards=guards, **options)
+    serving(list(loaded.envs), loaded.skipped)
     serve_forever(server_app, host, port)
 
 

@@ -22,6 +22,7 @@ _EXPORTS = {
     "ArgumentError": "synth.runtime.schema_check",
     "validate_arguments": "synth.runtime.schema_check",
     "default_pool": "synth.runtime.sandbox",
+    "call_many": "synth.runtime.batch",
 }
 
 __all__ = sorted(_EXPORTS)

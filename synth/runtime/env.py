@@ -101,9 +101,9 @@ class Env:
             backend = pool if pool is not None else default_pool()
         return cls(root, manifest, tools, tasks, tools_src, verifiers_src, initial, backend)
 
-    def episode(self, task_id: str | None = None, *, record: bool = True) -> Episode:
+    def episode(self, task_id: str | None = None, *, record: bool = True, episode_id: str | None = None) -> Episode:
         """A fresh episode on a private copy of the initial database and fresh module state;
-        record=False keeps no trajectory."""
+        record=False keeps no trajectory; `episode_id` replaces the random id."""
         if self.closed:
             raise InputError(f"env {self.id} is closed; load it again")
         task = None
@@ -111,7 +111,7 @@ class Env:
             task = self.tasks.get(task_id)
             if task is None:
                 raise InputError(f"env {self.id} has no task {task_id!r}; tasks: {', '.join(self.tasks)}")
-        episode = Episode(self, task, self.backend.open_episode(self._key), record=record)
+        episode = Episode(self, task, self.backend.open_episode(self._key), record=record, episode_id=episode_id)
         self._episodes.add(episode)
         return episode
 

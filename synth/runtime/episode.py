@@ -44,11 +44,11 @@ class Episode:
     """Use from one agent at a time; calls on one episode are serialized, episodes
     of the same env run concurrently."""
 
-    def __init__(self, env: "Env", task: Task | None, handle: Any, record: bool = True):
+    def __init__(self, env: "Env", task: Task | None, handle: Any, record: bool = True, episode_id: str | None = None):
         self.env = env
         self.record = record  # False: no trajectory is kept (a server's episodes, which nobody reads back)
         self.task = task
-        self.id = uuid.uuid4().hex[:16]
+        self.id = episode_id or uuid.uuid4().hex[:16]
         self.tools = env.openai_tools
         self.trajectory: list[TrajectoryStep] = []
         self.bugs: list[EnvBug] = []
@@ -64,37 +64,42 @@ class Episode:
     def call(self, name: str, arguments: dict[str, Any] | str | None = None) -> dict[str, Any]:
         """Call tool `name`; returns {"ok": True, "result": ...} or {"ok": False, "error": ...}."""
         start = time.perf_counter()
-        observation = self._call(name, arguments)
-        if not observation["ok"]:
-            observation["error"] = clean_text(str(observation["error"]))
-        if self.record:
-            recorded = dict(arguments) if isinstance(arguments, dict) else arguments  # the caller may reuse its dict
-            self.trajectory.append(TrajectoryStep.model_construct(
-                tool=name, arguments=recorded, observation=observation, duration=time.perf_counter() - start))
-        return observation
+        prepared, early = self._prepare(name, arguments)
+        if early is not None:
+            return self._observed(name, arguments, early, start)
+        with self._lock:
+            if self.closed:
+                return self._observed(name, arguments, {"ok": False, "error": "the episode is closed"}, start)
+            try:
+                reply = self._backend.call(self._handle, name, prepared)
+            except EpisodeLost as exc:
+                reply = exc
+        return self._observed(name, arguments, self._finish(name, prepared, reply), start)
 
-    def _call(self, name: str, arguments: dict[str, Any] | str | None) -> dict[str, Any]:
+    def _prepare(self, name: str, arguments: dict[str, Any] | str | None) -> tuple[dict | None, dict | None]:
+        """(the checked arguments to send, None), or (None, the observation that ends the call here)."""
         if self.closed:
-            return {"ok": False, "error": "the episode is closed"}
+            return None, {"ok": False, "error": "the episode is closed"}
         if arguments is None:
             arguments = {}
         if isinstance(arguments, (str, bytes)):
             try:
                 arguments = json.loads(arguments or "{}")
             except ValueError as exc:
-                return {"ok": False, "error": f"arguments are not valid JSON: {exc}"}
+                return None, {"ok": False, "error": f"arguments are not valid JSON: {exc}"}
         validator = self.env.validators.get(name) if isinstance(name, str) else None
         if validator is None:
-            return {"ok": False, "error": f"unknown tool {name!r}; available tools: {', '.join(self.env.tool_names)}"}
+            return None, {"ok": False,
+                          "error": f"unknown tool {name!r}; available tools: {', '.join(self.env.tool_names)}"}
         try:
-            clean = validator(arguments)
+            return validator(arguments), None
         except ArgumentError as exc:
-            return {"ok": False, "error": str(exc)}
-        with self._lock:
-            try:
-                reply = self._backend.call(self._handle, name, clean)
-            except EpisodeLost as exc:
-                return {"ok": False, "error": str(exc)}
+            return None, {"ok": False, "error": str(exc)}
+
+    def _finish(self, name: str, clean: dict[str, Any], reply: tuple | EpisodeLost) -> dict[str, Any]:
+        """The observation for the backend's reply to one call (an EpisodeLost when its worker is gone)."""
+        if isinstance(reply, EpisodeLost):
+            return {"ok": False, "error": str(reply)}
         status = reply[0]
         if status == "ok":
             try:
@@ -107,6 +112,16 @@ class Episode:
         self._bug(name, clean, kind, message, tb)
         template = _BUG_MESSAGES.get(kind, "{message}")
         return {"ok": False, "error": template.format(message=message)}
+
+    def _observed(self, name: str, arguments: Any, observation: dict[str, Any], start: float) -> dict[str, Any]:
+        """The observation as the agent sees it, recorded in the trajectory."""
+        if not observation["ok"]:
+            observation["error"] = clean_text(str(observation["error"]))
+        if self.record:
+            recorded = dict(arguments) if isinstance(arguments, dict) else arguments  # the caller may reuse its dict
+            self.trajectory.append(TrajectoryStep.model_construct(
+                tool=name, arguments=recorded, observation=observation, duration=time.perf_counter() - start))
+        return observation
 
     def _bug(self, tool: str, arguments: dict | None, kind: str, message: str, tb: str) -> None:
         bug = EnvBug(env_id=self.env.id, episode_id=self.id, task_id=self.task.task_id if self.task else None,

@@ -51,6 +51,18 @@ class LocalHost:
         self._check(ep)
         return self._host.op_call(ep, tool, kwargs)
 
+    def lane(self, ep: int) -> int:
+        return 0  # one process, one interpreter: calls run one after another anyway
+
+    def call_many(self, calls: list[tuple[int, str, dict]]) -> list[tuple | EpisodeLost]:
+        replies: list[tuple | EpisodeLost] = []
+        for ep, tool, kwargs in calls:
+            try:
+                replies.append(self.call(ep, tool, kwargs))
+            except EpisodeLost as exc:
+                replies.append(exc)
+        return replies
+
     def unverifiable(self) -> str | None:
         return None  # trusted mode is the operator's explicit choice
 

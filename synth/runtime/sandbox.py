@@ -48,6 +48,16 @@ class EnvLoadError(SynthError):
     """An env's code passed the static check but failed while being loaded."""
 
 
+_BROKEN = (wire.WireTimeout, wire.WireClosed, OSError, pickle.UnpicklingError, ValueError, EOFError)
+_PIPELINE_BYTES = 32 << 10  # call requests written ahead of their replies; a pipe holds 64 KiB
+
+
+def _died_reply(what: str, died: Died) -> tuple:
+    kind = "killed" if died.timed_out else "crash"
+    return ("error", kind, f"{what} stopped its sandbox worker ({died.reason}); the worker was restarted and this "
+            "episode is lost", "")
+
+
 @dataclass(frozen=True)
 class Handle:
     """Where an episode lives: worker slot, that worker's generation, episode number."""
@@ -212,23 +222,30 @@ class SandboxPool:
             reply = wire.recv_untrusted(slot.rfd, slot.poller, time.monotonic() + timeout)
         except wire.TooLarge:
             raise
-        except wire.WireTimeout:
+        except _BROKEN as exc:
+            raise self._broken(slot, exc, timeout) from None
+        return self._checked(slot, reply)
+
+    def _broken(self, slot: Slot, exc: BaseException, timeout: float) -> Died:
+        """The worker did not answer properly: end its generation and say why."""
+        if isinstance(exc, wire.WireTimeout):
             reason = f"timed out after {timeout:g} s"
             self._die(slot, reason)
-            raise Died(reason, True) from None
-        except (wire.WireClosed, OSError, pickle.UnpicklingError, ValueError, EOFError) as exc:
-            proc = slot.proc
-            try:
-                code = proc.wait(timeout=2) if proc else None
-            except subprocess.TimeoutExpired:
-                code = None
-            reason = exit_reason(code) if code is not None else f"broke the protocol ({type(exc).__name__})"
-            self._die(slot, reason)
-            raise Died(reason, False) from None
+            return Died(reason, True)
+        proc = slot.proc
+        try:
+            code = proc.wait(timeout=2) if proc else None
+        except subprocess.TimeoutExpired:
+            code = None
+        reason = exit_reason(code) if code is not None else f"broke the protocol ({type(exc).__name__})"
+        self._die(slot, reason)
+        return Died(reason, False)
+
+    def _checked(self, slot: Slot, reply: object) -> tuple:
         if not well_formed(reply):
             self._die(slot, "sent a malformed reply")
             raise Died("sent a malformed reply", False)
-        return reply
+        return reply  # type: ignore[return-value]
 
     # ----------------------------------------------------------------- placing envs on workers
 
@@ -407,13 +424,91 @@ class SandboxPool:
             except wire.TooLarge as exc:
                 return ("refused", f"the arguments are {exc.size:,} bytes; the limit is {exc.limit:,} bytes")
             except Died as died:
-                kind = "killed" if died.timed_out else "crash"
-                return ("error", kind, f"{what} stopped its sandbox worker ({died.reason}); the worker was "
-                        "restarted and this episode is lost", "")
+                return _died_reply(what, died)
 
     def call(self, handle: Handle, tool: str, kwargs: dict) -> tuple:
         return self._on_episode(handle, ("call", handle.ep, tool, kwargs), f"tool {tool!r}",
                                 self.max_argument_bytes)
+
+    def lane(self, handle: Handle) -> int:
+        """Calls in the same lane share one worker and run one after another."""
+        return handle.slot
+
+    def call_many(self, calls: list[tuple[Handle, str, dict]]) -> list[tuple | EpisodeLost]:
+        """Many tool calls (of any episodes), each answered as call() would, or an EpisodeLost.
+
+        The calls on one worker are pipelined: written ahead of their replies (up to
+        _PIPELINE_BYTES unread, less than a pipe holds, so neither side blocks on a write),
+        and the worker runs them back to back while this side reads the replies. Calls on
+        the same episode keep their order."""
+        replies: list = [None] * len(calls)
+        by_slot: dict[int, list[int]] = {}
+        for i, (handle, _, _) in enumerate(calls):
+            by_slot.setdefault(handle.slot, []).append(i)
+        for index, positions in by_slot.items():
+            slot = self._slots[index]
+            with slot.lock:
+                self._pipeline(slot, [(i, *calls[i]) for i in positions], replies)
+        return replies
+
+    def _pipeline(self, slot: Slot, items: list[tuple[int, Handle, str, dict]], replies: list) -> None:
+        """Caller holds slot.lock; fills replies[position] for every item."""
+        waiting: collections.deque = collections.deque()  # (position, tool, bytes, when sent)
+        todo = collections.deque(items)
+        timeout = self.call_timeout + self.grace
+        try:
+            self._pipe(slot, todo, waiting, replies, timeout)
+        except BaseException:
+            if waiting and slot.proc is not None:  # replies left unread: that pipe is out of step for good
+                self._die(slot, "a batch of calls on it was interrupted")
+            raise
+
+    def _pipe(self, slot: Slot, todo: collections.deque, waiting: collections.deque, replies: list,
+              timeout: float) -> None:
+        unread, answered = 0, time.monotonic()
+        while todo or waiting:
+            while todo:
+                position, handle, tool, kwargs = todo[0]
+                if slot.generation != handle.generation or slot.proc is None:
+                    todo.popleft()
+                    reason = slot.deaths.get(handle.generation, "it was stopped")
+                    replies[position] = EpisodeLost(f"episode lost: worker crashed ({reason})")
+                    continue
+                try:
+                    framed = wire.frame(("call", handle.ep, tool, kwargs), self.max_argument_bytes)
+                except wire.TooLarge as exc:
+                    todo.popleft()
+                    replies[position] = ("refused", f"the arguments are {exc.size:,} bytes; the limit is "
+                                                    f"{exc.limit:,} bytes")
+                    continue
+                if waiting and unread + len(framed) > _PIPELINE_BYTES:
+                    break
+                todo.popleft()
+                try:
+                    wire.write(slot.wfd, framed)
+                except OSError as exc:
+                    replies[position] = _died_reply(f"tool {tool!r}", self._broken(slot, exc, timeout))
+                    break
+                waiting.append((position, tool, len(framed), time.monotonic()))
+                unread += len(framed)
+            if waiting and slot.proc is not None:
+                position, tool, size, sent = waiting.popleft()
+                try:
+                    # The worker starts a call when it has answered the one before.
+                    reply = wire.recv_untrusted(slot.rfd, slot.poller, max(answered, sent) + timeout)
+                    replies[position] = self._checked(slot, reply)
+                except _BROKEN as exc:
+                    replies[position] = _died_reply(f"tool {tool!r}", self._broken(slot, exc, timeout))
+                except Died as died:
+                    replies[position] = _died_reply(f"tool {tool!r}", died)
+                answered = time.monotonic()
+                unread -= size
+            if slot.proc is None:  # it died: the calls written after the one that killed it are lost with it
+                reason = slot.deaths.get(slot.generation - 1, "it was stopped")
+                for later, *_ in waiting:
+                    replies[later] = EpisodeLost(f"episode lost: worker crashed ({reason})")
+                waiting.clear()
+                unread = 0
 
     def evaluate(self, handle: Handle, verifier: str, answer: str | None) -> tuple:
         return self._on_episode(handle, ("evaluate", handle.ep, verifier, answer), f"verifier {verifier!r}",

@@ -40,14 +40,23 @@ class _PlainUnpickler(pickle.Unpickler):
         raise pickle.UnpicklingError(f"reply refers to {module}.{name}; only plain data is accepted")
 
 
-def send(fd: int, obj: object, limit: int | None = None) -> None:
-    """Write one message; over `limit` bytes raises TooLarge before anything is written."""
+def frame(obj: object, limit: int | None = None) -> bytes:
+    """One message as written on the pipe; over `limit` bytes raises TooLarge."""
     data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
     if limit is not None and len(data) > limit:
         raise TooLarge(len(data), limit)
-    view = memoryview(_HEADER.pack(len(data)) + data)
+    return _HEADER.pack(len(data)) + data
+
+
+def write(fd: int, framed: bytes) -> None:
+    view = memoryview(framed)
     while view:
         view = view[os.write(fd, view) :]
+
+
+def send(fd: int, obj: object, limit: int | None = None) -> None:
+    """Write one message; over `limit` bytes raises TooLarge before anything is written."""
+    write(fd, frame(obj, limit))
 
 
 def _read_exact(fd: int, n: int, poller: select.poll | None, deadline: float | None) -> bytes:

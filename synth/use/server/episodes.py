@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -62,7 +63,7 @@ class LiveEpisode:
 
 class EpisodeRegistry:
     def __init__(self, envs: dict[str, Any], *, max_episodes: int = 256, idle_timeout: float = 300.0,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, id_prefix: str = ""):
         if max_episodes < 1:
             raise InputError("--max-episodes must be at least 1")
         if idle_timeout <= 0:
@@ -75,6 +76,7 @@ class EpisodeRegistry:
         self._expired: OrderedDict[str, str] = OrderedDict()  # id -> why it is gone
         self._lock = threading.RLock()  # get() is called with it held
         self.created_total = 0
+        self.id_prefix = id_prefix  # names the server process that owns the episode (routing.py)
 
     def __len__(self) -> int:
         return len(self._live)
@@ -100,7 +102,8 @@ class EpisodeRegistry:
             self.created_total += 1
             self._live[placeholder] = None  # type: ignore[assignment]  # holds the slot while opening
         try:
-            episode = env.episode(task_id, record=False)  # nobody reads a served trajectory back
+            # record=False: nobody reads a served trajectory back
+            episode = env.episode(task_id, record=False, episode_id=self.id_prefix + uuid.uuid4().hex[:16])
         except InputError as exc:
             raise NotFound(str(exc)) from exc
         finally:

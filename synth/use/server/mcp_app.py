@@ -35,7 +35,10 @@ from synth import __version__
 from synth.use.agent import AgentContext, system_prompt
 from synth.use.annotations import env_tool_hints
 from synth.use.server.episodes import EpisodeRegistry, NotFound
+from synth.use.server.fastlane import read_body, replaying, send_json
 from synth.use.server.guard import ServerGuards
+from synth.use.server.lanes import CallLanes
+from synth.use.server.mcp_fastpath import plain_tool_call
 
 _episode_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("synth_mcp_episode", default=None)
 _INVALID_PARAMS = -32602
@@ -77,8 +80,9 @@ class _EpisodeServer(Server):
 class EpisodeMcp:
     """The ASGI endpoint; run `lifespan()` around the app's lifetime."""
 
-    def __init__(self, registry: EpisodeRegistry, guards: ServerGuards | None = None):
-        self.registry = registry
+    def __init__(self, registry: EpisodeRegistry, lanes: CallLanes, guards: ServerGuards | None = None,
+                 fast: bool = True):
+        self.registry, self.lanes, self.fast = registry, lanes, fast
         self._hints: dict[str, dict[str, dict[str, bool]]] = {}  # env id -> tool -> annotations
         self._contexts: dict[str, AgentContext] = {}
         self.server = _EpisodeServer("synth", version=__version__, instructions_for=self._instructions,
@@ -129,10 +133,29 @@ class EpisodeMcp:
                         self._streams.get(episode_id, set()).discard(stream)
                 if stream.cancelled_caught and state["started"] and not state["done"]:
                     await send({"type": "http.response.body", "body": b"", "more_body": False})  # a clean end
+            elif scope.get("method") == "POST" and self.fast:
+                await self._post(scope, receive, send, episode_id)
             else:
                 await self.manager.handle_request(scope, receive, send)
         finally:
             _episode_id.reset(token)
+
+    async def _post(self, scope: Any, receive: Any, send: Any, episode_id: str) -> None:
+        """A plain tools/call is answered here (mcp_fastpath.py); the SDK gets everything else."""
+        body = await read_body(receive)
+        if body is None:
+            return
+        plain = plain_tool_call(scope, body)
+        if plain is None:
+            await self.manager.handle_request(scope, replaying(body, receive), send)
+            return
+        request_id, name, arguments = plain
+        text, is_error = await self._tool_text(episode_id, name, arguments)
+        # The wire form the SDK gives a CallToolResult on the handshake-era protocol versions.
+        result = {"content": [{"type": "text", "text": text}], "isError": is_error}
+        answer = json.dumps({"jsonrpc": "2.0", "id": request_id, "result": result}, ensure_ascii=False,
+                            separators=(",", ":"))
+        await send_json(send, 200, answer.encode("utf-8"))
 
     def close_streams(self, episode_id: str | None = None) -> None:
         """End the open GET streams of an episode (all episodes when None); call on the event loop."""
@@ -213,20 +236,20 @@ class EpisodeMcp:
             uri=task_uri(live.id), mime_type="text/plain", text=instruction)])
 
     async def _call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        text, is_error = await self._tool_text(self._episode_of(ctx), params.name, params.arguments or {})
+        return types.CallToolResult(content=[types.TextContent(text=text)], is_error=is_error)
+
+    async def _tool_text(self, episode_id: str, name: str, arguments: dict[str, Any]) -> tuple[str, bool]:
+        """The call's answer as MCP tool content: (text, is_error)."""
         try:
-            live = self.registry.begin(self._episode_of(ctx))
+            live = self.registry.begin(episode_id)
         except NotFound as exc:
-            return _error(exc.message)
+            return exc.message, True
         try:
-            observation = await anyio.to_thread.run_sync(live.episode.call, params.name, params.arguments or {})
+            observation = await self.lanes.submit(live.episode, name, arguments)
             live.calls += 1
         finally:
             self.registry.end(live)
         if not observation.get("ok"):
-            return _error(str(observation.get("error")))
-        text = json.dumps(observation.get("result"), ensure_ascii=False, default=str)
-        return types.CallToolResult(content=[types.TextContent(text=text)])
-
-
-def _error(message: str) -> types.CallToolResult:
-    return types.CallToolResult(content=[types.TextContent(text=message)], is_error=True)
+            return str(observation.get("error")), True
+        return json.dumps(observation.get("result"), ensure_ascii=False, default=str), False

@@ -21,13 +21,14 @@ def build(root: Path | str, *, trusted: bool = False, workers: int | None = None
           idle_timeout: float = 300.0, include_failed: bool = False, include_rejected: bool = False,
           reap_interval: float | None = None, guards: ServerGuards | None = None, max_argument_bytes: int | None = None,
           max_result_bytes: int | None = None, env_memory_mb: int = 1024,
-          reward: str = "rubric") -> tuple[Any, LoadedEnvs]:
+          reward: str = "rubric", process: Any = None) -> tuple[Any, LoadedEnvs]:
     """Load the envs under `root` and make the app; raises InputError when none loads.
 
-    Each env's code runs in worker processes of its own: `workers` caps them in all
-    (default: one per env, at most 32); `env_memory_mb` is each worker's address space."""
+    Each env's code runs in sandbox worker processes of its own: `workers` caps them in all
+    (`synth serve --sandbox-workers`; default: one per env, at most 32); `env_memory_mb` is each
+    worker's address space. `process`: this server's place among several (routing.Process)."""
     if max_episodes < 1 or idle_timeout <= 0 or (workers is not None and workers < 1) or env_memory_mb < 64:
-        raise InputError("--max-episodes and --workers must be at least 1, --idle-timeout positive and "
+        raise InputError("--max-episodes and --sandbox-workers must be at least 1, --idle-timeout positive and "
                          "--env-memory-mb at least 64")
     pool = None
     if not trusted:
@@ -52,7 +53,7 @@ def build(root: Path | str, *, trusted: bool = False, workers: int | None = None
             pool.close()
 
     app = create_app(loaded, max_episodes=max_episodes, idle_timeout=idle_timeout, reap_interval=reap_interval,
-                     on_shutdown=shutdown, guards=guards, reward=reward)
+                     on_shutdown=shutdown, guards=guards, reward=reward, process=process)
     return app, loaded
 
 
