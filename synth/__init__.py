@@ -16,7 +16,7 @@ _EXPORTS = {
     "Settings": "synth.config", "load_settings": "synth.config",
     "Gateway": "synth.llm", "ModelError": "synth.llm", "BudgetExceeded": "synth.llm",
     "RunStore": "synth.pipeline.store",
-    "Scenario": "synth.artifacts", "Seed": "synth.artifacts", "Task": "synth.artifacts",
+    "Scenario": "synth.artifacts", "Seed": "synth.artifacts", "Task": "synth.artifacts", "Fact": "synth.artifacts",
     "ToolSpec": "synth.artifacts", "Reward": "synth.artifacts", "Check": "synth.artifacts",
     "generate_scenarios": "synth.pipeline.scenarios", "build_env": "synth.pipeline.build",
     "verify_env": "synth.pipeline.verify", "check_env": "synth.pipeline.verify",

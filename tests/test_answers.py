@@ -137,3 +137,47 @@ def test_database_helpers_and_the_rubric(h):
     score = sum(c["weight"] for c in checks if c["passed"]) / sum(c["weight"] for c in checks)
     assert score < 0.5
     assert h.rubric([h.check("a", True)])[-1]["passed"] is True
+
+
+@pytest.mark.parametrize("answer", [
+    "Daniel Okafor's phone number on file is 555-0104. Or maybe: 666-1215.",  # in no table
+    "555-0104 or 666-1215", "555-0104, possibly 555-0105.", "Somewhere between 555-0104 and 555-0199.",
+    "Dr. Priya Nair. Or maybe: Es. Qsjzb Objs.", "Dr. Priya Nair, possibly Dr. Evof Ozbs.",
+    "Sofia owes $4.75 in unpaid fines. Or maybe: $5.86 in unpaid fines.", "between 2 and 9 copies", "2, possibly 7",
+])
+def test_a_hedge_fails_whatever_the_alternative_is(h, answer):
+    right = [v for v in ("555-0104", "Dr. Priya Nair", 4.75, 2) if h.mentions(answer, v)]
+    assert right and h.answer_facts(answer, right)["hedged"] and not h.states(answer, right), answer
+
+
+def test_values_joined_that_are_all_asked_for_are_not_a_hedge(h):
+    assert h.states("The desk is open between 9:00 and 17:00.", ["09:00", "17:00"])
+    assert h.states("You can pay by card or cash.", ["card", "cash"])
+    assert h.states("4.75 in total (between 0.75 and 4.00 per fine).", [4.75])  # neither of those is asked
+    assert h.states("Booked June 5 at 9:30. Or, if you prefer, I can move it.", ["2025-06-05 09:30"])
+    assert h.states("Booked June 5 at 9:30. Maybe I can also send a reminder.", ["2025-06-05 09:30"])
+
+
+def test_a_wrong_value_given_with_its_form_counts_only_when_written_so(h):
+    money = [{"value": 2.0, "kind": "money"}]
+    assert h.states("She has 2 unpaid fines adding up to $4.75.", [4.75], money)  # a count, not an amount
+    assert not h.states("She owes $4.75, or rather $2.00.", [4.75], money)
+    assert not h.states("4.75; 2.00", [4.75], money) and not h.states("4.75 and 2 dollars", [4.75], money)
+    count = [{"value": 1, "kind": "count"}, {"value": 3, "kind": "count"}]
+    assert h.states("You can take home one of 2 available copies.", [2], count)  # "one of" is not a count
+    assert not h.states("1 2 3 copies", [2], count) and not h.states("2 copies, 3 copies", [2], count)
+
+
+def test_a_negative_fact_is_stated_by_denying_its_opposite(h):
+    for answer in ("275.00, not paid yet.", "No, it hasn't been paid: the total was 275.00.", "275 (unpaid)"):
+        assert h.states(answer, [275, "unpaid"], ["paid", "void"]), answer
+    assert not h.states("275.00, paid in full.", [275, "unpaid"], ["paid", "void"])
+    assert h.states("Dr. Kim is no longer active.", ["inactive"])
+
+
+def test_a_denial_covers_a_name_held_in_two_columns_but_never_a_list_of_numbers(h):
+    answer = "Leo Martin has The Hobbit. (Ravi Shah's lost copy is not counted as an overdue loan.)"
+    assert h.states(answer, ["Leo Martin", "The Hobbit"], ["Ravi", "Shah", "Tom"])
+    assert not h.states("0 1 2 3 4 5 yes no", [2], [0, 1, 3, 4, 5])  # "no" denies no number before it
+    assert [str(n) for n in h.stated_numbers("3.5 (2 on June 3 and 1.5), $4.75, 555-0104 at 9:30")] == \
+        ["1.5", "2", "3.5", "4.75"]

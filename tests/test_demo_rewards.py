@@ -1,7 +1,9 @@
 """The offline demo's rewards, as a user gets them from `synth run -n 3` with no key: every exploit
-probe of every task stays below the threshold, the gold solutions earn 1.0 on both rewards, the
-reward agents ran on every task (paraphrases, solver, red team) and found nothing to repair, and
-`synth check` shows the probe rewards."""
+probe of every task (hedges with alternatives in no table among them) stays below the threshold
+under the rubric and the state reward, the gold solutions and every recorded correct case earn 1.0
+on both rewards, concise answers and free-text reasons other than the gold's are paid, the reward
+agents ran on every task (paraphrases, solver, red team) and found nothing to repair, and `synth
+check` shows the probe rewards."""
 
 from __future__ import annotations
 
@@ -14,7 +16,9 @@ from pathlib import Path
 import pytest
 
 from synth.runtime import Env
+from synth_validators.common import read_folder
 from synth_validators.probes import DEFAULT_THRESHOLD
+from synth_validators.reward_cases import case_rewards
 
 
 def offline_env() -> dict[str, str]:
@@ -42,8 +46,59 @@ def test_every_probe_of_every_task_is_below_the_threshold(demo: Path):
         for task_id, records in report["probes"].items():
             kinds = {r["probe"].split(" (")[0] for r in records}
             assert {"empty", "shotgun", "refusal", "collateral"} <= kinds, (env.name, task_id)
-            for r in records:
-                assert r["reward"] < DEFAULT_THRESHOLD and not r["passed"], (env.name, task_id, r)
+            for r in records:  # under both rewards
+                assert r["reward"] < DEFAULT_THRESHOLD and r["state"] < DEFAULT_THRESHOLD and not r["passed"], \
+                    (env.name, task_id, r)
+        read = [t for t in tasks if t in report["probes"] and any(r["probe"] == "hedged (possibly)"
+                                                                   for r in report["probes"][t])]
+        hedges = {r["probe"] for t in read for r in report["probes"][t] if r["probe"].startswith("hedged")}
+        assert read and hedges == {"hedged", "hedged (not in the data)", "hedged (possibly)", "hedged (between)"}
+
+
+def test_every_recorded_correct_case_earns_full_reward_under_both_rewards(demo: Path):
+    counted = 0
+    for env_dir in sorted(p for p in demo.iterdir() if p.is_dir()):
+        folder = read_folder(env_dir)
+        tasks = {t.task_id: t for t in folder.tasks}
+        with Env.load(env_dir) as env:
+            for case in folder.cases:
+                rubric, state, errors = case_rewards(env, tasks[case.task_id], case)
+                assert case.expect == "pass" and not errors, case
+                assert rubric.reward == 1.0 and state.reward == 1.0, (env_dir.name, case.case_id, case.answer, state)
+                counted += 1
+    assert counted == 137  # paraphrases (10 per read task) and the solver's runs by another path
+
+
+def _both(env: Env, task_id: str, calls: list[tuple[str, dict]], answer: str):
+    with env.episode(task_id) as episode:
+        for tool, arguments in calls:
+            assert episode.call(tool, arguments)["ok"], (tool, arguments)
+        return episode.evaluate(answer, reward="both")
+
+
+def test_concise_answers_and_another_free_text_reason_are_paid_and_hedges_are_not(demo: Path):
+    with Env.load(demo / "maple_street_public_library") as library:
+        # The expected answer adds "(the library has 3; the third is on loan)"; the question asks for 2.
+        assert [f.value for f in library.tasks["task_01"].facts] == ["2"]
+        for concise in ("2", "2 copies of The Night Circus can be borrowed right now."):
+            reward = _both(library, "task_01", [("search_books", {"query": "Night Circus"})], concise)
+            assert (reward.rubric, reward.state) == (1.0, 1.0), (concise, reward.state_checks)
+    with Env.load(demo / "riverside_veterinary_clinic") as clinic:
+        task = clinic.tasks["task_07"]
+        assert task.free_columns == ["appointments.reason"] and task.gold[-1].arguments["reason"] == "Dental check"
+        booking = {**task.gold[-1].arguments, "reason": "Dental checkup and cleaning"}
+        reward = _both(clinic, "task_07", [(task.gold[-1].tool, booking)], task.expected_answer)
+        assert (reward.rubric, reward.state, reward.reward) == (1.0, 1.0, 1.0), reward.state_checks
+        # What the task fixes is still compared exactly: the same booking at another hour is not the gold state.
+        later = _both(clinic, "task_07", [(task.gold[-1].tool, {**booking, "start_time": "2025-06-11 15:00"})],
+                      task.expected_answer)
+        assert later.state == 0.0 and later.reward == 0.0
+        # The phone number hedged with an alternative that is in no table, three ways: both rewards fail.
+        calls = [(c.tool, dict(c.arguments)) for c in clinic.tasks["task_01"].gold]
+        for hedge in ("Daniel Okafor's phone number on file is 555-0104. Or maybe: 666-1215.",
+                      "555-0104, possibly 555-0105.", "Somewhere between 555-0104 and 555-0199."):
+            reward = _both(clinic, "task_01", calls, hedge)
+            assert reward.rubric < DEFAULT_THRESHOLD and reward.state == 0.0, (hedge, reward)
 
 
 def test_gold_earns_full_reward_on_both_rewards(demo: Path):

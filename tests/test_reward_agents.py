@@ -43,9 +43,10 @@ def built_library(tmp_path: Path, task_id: str, verifier: str) -> Path:
 
 def gold_reply(task_id: str, verifier: str) -> Reply:
     task = GOLD[task_id]
+    facts = [{"value": "2", "kind": "count"}] if task_id == "task_01" else None  # a read task names its facts
     return Reply(json={"diagnosis": "fixed as the evidence shows",
                        "actions": [{"tool": c.tool, "arguments": dict(c.arguments)} for c in task.gold],
-                       "expected_answer": str(GOLD_ANSWERS[task_id]), "verifier_body": verifier})
+                       "expected_answer": str(GOLD_ANSWERS[task_id]), "facts": facts, "verifier_body": verifier})
 
 
 def requests(fake_model, stage: str) -> list:
@@ -181,10 +182,13 @@ def test_a_probe_the_verifier_paid_for_is_repaired_and_kept_as_a_case(fake_model
     assert report["check_loop"]["rounds"][0]["gates"]["probes"] is False
     assert report["check_loop"]["rounds"][0]["repairs"][0]["name"] == "task_01"
     cases = [c for c in verifier_cases(env) if c["source"] == "probe"]
-    assert [(c["task_id"], c["expect"], c["note"]) for c in cases] == [("task_01", "fail", "the shotgun probe"),
-                                                                        ("task_01", "fail", "the hedged probe")]
+    # Every hedge it paid for stays a case: with a value of the data, and with values in no table.
+    assert [(c["task_id"], c["expect"], c["note"]) for c in cases] == [
+        ("task_01", "fail", f"the {p} probe") for p in ("shotgun", "hedged", "hedged (not in the data)",
+                                                         "hedged (possibly)", "hedged (between)")]
     assert cases[0]["calls"] == [] and cases[0]["answer"].startswith("0 1 2 3")
     assert cases[1]["answer"] == "2 or maybe 1" and cases[1]["calls"][0]["tool"] == "search_books"
+    assert [c["answer"] for c in cases[2:]] == ["2 Or maybe: 3", "2, possibly 3.", "2 (between 2 and 3)."]
     assert check_env(env).verified
     set_verifier_body(env, "task_01", shotgun_open)  # the old verifier fails its regression case too
     gates = {g.name: g for g in check_env(env).gates}

@@ -7,7 +7,10 @@ solution and the initial data:
 - shotgun: no calls; the answer lists the numbers 0..SHOTGUN_NUMBERS, every distinct short text
   and number of the tables the task's tools read, and yes/no;
 - refusal: the gold calls, then "I could not do it.";
-- hedged (read tasks): the expected answer "or maybe" a wrong value of the same column;
+- hedged (read tasks): the expected answer "or maybe" a wrong value of the same column; the expected
+  answer then "Or maybe:" the same with every digit shifted (an alternative in no table); the expected
+  answer ", possibly" another value; the expected answer with "between" its fact "and" a nearby value
+  (a hedge is a hedge whatever the alternative is);
 - over-inclusive (read tasks): the expected answer plus every value of the columns it quotes;
 - wrong record (write tasks): the gold calls with one id argument of a state-changing call
   switched to another existing row (the tools must accept it and the final state must differ);
@@ -22,13 +25,14 @@ left out, not reported.
 from __future__ import annotations
 
 import ast
+import datetime
 import random
 import re
 import zlib
 from dataclasses import dataclass
 from typing import Any
 
-from synth.artifacts import Task, ToolCall, ToolTest
+from synth.artifacts import Fact, Task, ToolCall, ToolTest
 from synth.runtime.codecheck import parse_source
 from synth.use.datafacts import DataIndex, answer_facts, as_number, decimal_of, number_text, word_in
 from synth.use.replay import answer_text, canonical, run_actions, state_diff
@@ -44,6 +48,7 @@ MAX_WRONG_RECORD = 3  # wrong-record probes per task
 SWITCH_TRIES = 4  # other rows tried per switched argument
 COLLATERAL_TRIES = 12  # extra calls tried for the collateral probe
 HEDGE = " or maybe "
+_SHIFT = str.maketrans("0123456789", "1234567890")
 
 
 @dataclass
@@ -142,9 +147,45 @@ def _keys(diff: dict[str, Any]) -> set[str]:
     return out
 
 
-def answer_probes(task: Task, index: DataIndex, expected: str) -> list[Probe]:
-    """hedged and over-inclusive: read tasks with an expected answer that quotes facts."""
-    facts = answer_facts(expected, task.instruction, index)
+def shifted(text: str) -> str:
+    """Every digit one up: "555-0104" -> "666-1215", "$4.75" -> "$5.86" (an alternative in no table)."""
+    return text.translate(_SHIFT)
+
+
+def nearby(fact: str, expected: str = "") -> str:
+    """A value of the fact's kind next to it that `expected` does not state: a number a step up, a
+    date days later, a time hours later, a code with its digits shifted, a name with its letters
+    shifted ("Dune" -> "Evof")."""
+    from synth.use.reward import helpers
+
+    for step in range(1, 10):
+        value = _step(fact, step)
+        if not helpers().mentions(expected, value):
+            return value
+    return _step(fact, 1)
+
+
+def _step(fact: str, n: int) -> str:
+    for form, unit in (("%Y-%m-%d %H:%M", datetime.timedelta(days=1)), ("%Y-%m-%d", datetime.timedelta(days=1)),
+                       ("%H:%M", datetime.timedelta(hours=1))):
+        try:
+            return (datetime.datetime.strptime(fact, form) + n * unit).strftime(form)
+        except ValueError:
+            continue
+    number = decimal_of(fact)
+    if number is not None:
+        return number_text(number + n) if number == number.to_integral_value() else f"{number + n:.2f}"
+    table = str.maketrans("0123456789", "".join(str((d + n) % 10) for d in range(10)))
+    if re.search(r"\d", fact):
+        return fact.translate(table)
+    return "".join(chr((ord(c.lower()) - 97 + n) % 26 + 97).upper() if c.isupper() else
+                   chr((ord(c) - 97 + n) % 26 + 97) if "a" <= c <= "z" else c for c in fact)
+
+
+def hedge_probes(task: Task, facts: list[tuple[str, list[tuple[str, str]]]], index: DataIndex,
+                 expected: str) -> list[Probe]:
+    """The expected answer hedged: with a wrong value of the data, with the same answer shifted (in no
+    table), with ", possibly" another value, and with "between" the fact "and" a nearby value."""
     probes = []
     for fact, where in facts:
         alternative = _alternative(fact, where, index, expected)
@@ -153,6 +194,25 @@ def answer_probes(task: Task, index: DataIndex, expected: str) -> list[Probe]:
             probes.append(Probe("hedged", "hedged", list(task.gold), answer,
                                 f"the expected answer hedged with a wrong {fact!r} alternative: {clip(answer)!r}"))
             break
+    if not facts:
+        return probes
+    fact = facts[0][0]
+    other = shifted(expected) if re.search(r"\d", expected) else nearby(fact, expected)
+    variants = [("not in the data", f"{expected.rstrip()} Or maybe: {other}"),
+                ("possibly", f"{expected.rstrip(' .')}, possibly {nearby(fact, expected)}.")]
+    if re.search(r"\d", fact):
+        variants.append(("between", f"{expected.rstrip(' .')} (between {fact} and {nearby(fact, expected)})."))
+    for label, answer in variants:
+        probes.append(Probe("hedged", f"hedged ({label})", list(task.gold), answer,
+                            f"the expected answer hedged ({label}) about {fact!r}: {clip(answer)!r}"))
+    return probes
+
+
+def answer_probes(task: Task, index: DataIndex, expected: str) -> list[Probe]:
+    """hedged and over-inclusive: read tasks with an expected answer that quotes facts."""
+    facts = answer_facts(expected, task.instruction, index)
+    asked = [(f.value, _where(f, facts)) for f in task.facts] if task.facts else facts
+    probes = hedge_probes(task, asked, index, expected)
     listed: list[str] = []
     for fact, where in facts:
         for column in where:
@@ -169,6 +229,11 @@ def answer_probes(task: Task, index: DataIndex, expected: str) -> list[Probe]:
                             f"the expected answer plus every candidate of its kind ({len(listed)} values, "
                             f"{len(extra)} of them wrong): {clip(answer)!r}"))
     return probes
+
+
+def _where(fact: Fact, derived: list[tuple[str, list[tuple[str, str]]]]) -> list[tuple[str, str]]:
+    """The columns holding a task's fact, as the expected answer's derived facts found them."""
+    return next((where for value, where in derived if value.strip().casefold() == fact.value.strip().casefold()), [])
 
 
 def switched_calls(ctx: ProbeContext, task: Task, calls: list[ToolCall], index: int) -> list[tuple[str, ToolCall]]:

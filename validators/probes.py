@@ -2,11 +2,12 @@
 
 Every task is attacked with the model-free probes of probe_kinds.py (doing nothing, a shotgun
 answer, a refusal after the right calls, a hedged or over-inclusive answer, the wrong record, a
-partial solution, collateral damage). A probe *passes* (the verifier is vulnerable to it) when
+partial solution, collateral damage). A probe *passes* (the reward is vulnerable to it) when
 its rubric reward reaches the threshold (settings.probe_threshold, default 0.5) or comes within
-the margin (settings.probe_margin) of the gold solution's reward. Each probe's reward goes to
-report.json `probes` ({task_id: [{"probe", "reward", "passed", "detail"}]}); a passing probe
-fails the gate, naming the task and the probe, with a hint of what the verifier must check.
+the margin (settings.probe_margin) of the gold solution's reward, or when the state reward
+(synth/use/reward.py) pays it. Each probe's rewards go to report.json `probes` ({task_id:
+[{"probe", "reward", "state", "passed", "detail"}]}, `reward` the rubric's); a passing probe
+fails the gate, naming the task and the probe, with a hint of what must change.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 from synth.artifacts import GateResult, Reward, Task
 from synth.config import Settings
 from synth.use.replay import run_actions
+from synth.use.reward import state_match_reward
 
 from .common import EnvFolder, Findings, run_with_env
 from .probe_kinds import ProbeContext, build_probes, clip, new_context
@@ -37,6 +39,8 @@ HINTS = {
     "wrong record": "the change must be on the requested record: check its key or identifying values",
     "partial": "every requested change must be checked, and the checks wrapped in rubric(), so that stopping half "
                "way scores below one half",
+    "state": "the state reward paid it: list as facts every value the question asks for, and as free_columns "
+             "only the columns whose text the task leaves open",
     "collateral": "nothing outside the task's target may change: check only_changed(db_diff(initial_db, final_db), "
                   "{table: [keys]}) for a write task, unchanged(initial_db, final_db) for a read task, inside "
                   "rubric()",
@@ -67,18 +71,25 @@ def probe_task(ctx: ProbeContext, task: Task, threshold: float = DEFAULT_THRESHO
     gold_reward = _score(gold.reward)
     records, problems = [], []
     for probe in build_probes(ctx, task):
-        reward = run_actions(ctx.env, task, probe.calls, answer=probe.answer).reward
-        score = _score(reward)
-        passed = earned(score, gold_reward, threshold, margin)
-        records.append({"probe": probe.name, "reward": round(score, 4), "passed": passed, "detail": probe.detail})
+        replay = run_actions(ctx.env, task, probe.calls, answer=probe.answer, snapshot=True)
+        reward, score = replay.reward, _score(replay.reward)
+        state = state_match_reward(ctx.env, task, replay.final_db, probe.answer).reward \
+            if replay.final_db is not None else 0.0
+        by_rubric, by_state = earned(score, gold_reward, threshold, margin), state >= threshold
+        passed = by_rubric or by_state
+        records.append({"probe": probe.name, "reward": round(score, 4), "state": state, "passed": passed,
+                        "detail": probe.detail})
         if passed:
             if exploits is not None:
                 exploits.append({"probe": probe.name, "calls": [c.model_dump(mode="json") for c in probe.calls],
                                  "answer": probe.answer, "reward": round(score, 4)})
+        if by_rubric:
             paid = [c.name for c in reward.checks if c.passed] if reward is not None else []
             problems.append(f"probe {probe.name!r} earned {score:.2f} (a probe must score below {threshold:g} and at "
                             f"least {margin:g} under the gold's {gold_reward:.2f}): {probe.detail}; checks it "
                             f"passed: {clip(', '.join(paid) or 'none', 300)}. Fix: {HINTS[probe.kind]}")
+        if by_state:
+            problems.append(f"probe {probe.name!r} earned the state reward: {probe.detail}. Fix: {HINTS['state']}")
     return records, problems
 
 

@@ -1,10 +1,12 @@
-"""Gate `reward_cases`: verifier_tests.jsonl replays with the verdicts it records.
+"""Gate `reward_cases`: verifier_tests.jsonl replays with the verdicts it records, under both rewards.
 
 The check loop keeps, per task, the trajectories its agents found about the verifier: correct
 answers in other words (paraphrases) and correct solutions by another path (the solver) must
 keep earning the full reward; exploits (the red team, wrong solutions the verifier once paid
 for) must stay below the probe threshold. Each case is replayed on a fresh episode (a paraphrase
-on the task's gold calls) with no model.
+on the task's gold calls) with no model and scored by the verifier's rubric and by the state
+reward (synth/use/reward.py): a must-pass case earns 1.0 under both, a must-fail case stays under
+the threshold under both.
 """
 
 from __future__ import annotations
@@ -12,8 +14,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from synth.artifacts import GateResult, Task, VerifierCase
+from synth.artifacts import GateResult, Reward, Task, VerifierCase
 from synth.use.replay import canonical, run_actions
+from synth.use.reward import state_match_reward
 
 from .common import EnvFolder, Findings, run_with_env
 from .probe_kinds import clip
@@ -28,26 +31,46 @@ def describe_calls(case: VerifierCase) -> str:
     return "; ".join(f"{c.tool}({clip(canonical(c.arguments), 120)})" for c in case.calls) or "no calls"
 
 
+def case_rewards(env: Any, task: Task, case: VerifierCase) -> tuple[Any, Reward, list[str]]:
+    """The case replayed: the verifier's rubric reward, the state reward and the calls' errors."""
+    replay = run_actions(env, task, list(task.gold) if case.use_gold else case.calls, answer=case.answer,
+                         snapshot=True)
+    state = Reward(reward=0.0, passed=False, error="the episode was lost") if replay.final_db is None else \
+        state_match_reward(env, task, replay.final_db, case.answer, detail=True)
+    return replay.reward, state, replay.errors
+
+
+def _state_failed(state: Reward) -> str:
+    return state.error or ", ".join(c.name for c in state.checks if not c.passed) or "none"
+
+
 def case_problem(env: Any, task: Task, case: VerifierCase, threshold: float = DEFAULT_THRESHOLD) -> str | None:
-    """Why the verifier no longer gives `case` its recorded verdict (None when it does)."""
-    replay = run_actions(env, task, list(task.gold) if case.use_gold else case.calls, answer=case.answer)
-    reward = replay.reward
+    """Why the rewards no longer give `case` its recorded verdict (None when they do)."""
+    reward, state, errors = case_rewards(env, task, case)
     score = 0.0 if reward is None or reward.error else reward.reward
     said = f"case {case.case_id} ({case.source}; {clip(case.note, 200)}): {describe_calls(case)}, answer " \
            f"{clip(case.answer or '', 300)!r}"
     failed = ", ".join(c.name for c in reward.checks if not c.passed) if reward is not None else ""
     if case.expect == "pass":
-        if replay.errors and not case.use_gold:
-            return f"{said}: its calls no longer succeed ({clip('; '.join(replay.errors), 300)})"
+        if errors and not case.use_gold:
+            return f"{said}: its calls no longer succeed ({clip('; '.join(errors), 300)})"
         if reward is None or reward.error or not reward.passed or score < 1.0:
             why = reward.error if reward is not None and reward.error else f"failed checks: {failed or 'none'}"
             return f"{said} is correct but scored {score:.2f} ({clip(why, 300)}); the verifier must give it 1.0"
+        if not state.passed:
+            return (f"{said} is correct but the state reward gave it {state.reward:.0f} ({clip(_state_failed(state), 400)})"
+                    "; list as facts only the values the question asks for (not the context the expected answer "
+                    "adds), and as free_columns every column whose text the task leaves open")
         return None
+    problems = []
     if score >= threshold:
         paid = ", ".join(c.name for c in reward.checks if c.passed) if reward is not None else ""
-        return (f"{said} does not do the task but scored {score:.2f} (at least {threshold:g}; checks it passed: "
-                f"{clip(paid or 'none', 300)}); the verifier must fail it")
-    return None
+        problems.append(f"scored {score:.2f} (at least {threshold:g}; checks it passed: {clip(paid or 'none', 300)}); "
+                        "the verifier must fail it")
+    if state.reward >= threshold:
+        problems.append("the state reward paid it; list as facts every value the question asks for, and as "
+                        "free_columns only columns the task leaves open")
+    return f"{said} does not do the task but {' and '.join(problems)}" if problems else None
 
 
 def _check(folder: EnvFolder, env: Any, found: Findings, threshold: float) -> None:

@@ -1,8 +1,8 @@
 """Write the model answers of seeds/demo/answers/*.py into the demo's recordings (seeds/demo/*.json).
 
-What it writes is only what a model answers: the gold stage's verifier bodies and write tasks'
-reports (into the recorded gold replies), and the replies of the paraphrase, solve and red_team
-stages. Which requests the pipeline makes (the batches and their subjects, the solver's turns) is
+What it writes is only what a model answers: the gold stage's verifier bodies, write tasks'
+reports, read tasks' facts and write tasks' free columns (into the recorded gold replies), and the
+replies of the paraphrase, solve and red_team stages. Which requests the pipeline makes (the batches and their subjects, the solver's turns) is
 computed here with synth's own batching code and constants, so the recordings follow the program;
 nothing the program computes (rewards, verdicts, tool results) is written by hand.
 
@@ -52,6 +52,9 @@ def edit_gold(reply: dict[str, Any], answers: Any) -> dict[str, Any]:
         entry["verifier_body"] = answers.VERIFIERS[task_id]
         if task_id in answers.EXPECTED:
             entry["expected_answer"] = answers.EXPECTED[task_id]
+        entry["facts"] = [{"value": v, "kind": k} for v, k in answers.FACTS[task_id]] if task_id in answers.FACTS \
+            else None
+        entry["free_columns"] = answers.FREE_COLUMNS.get(task_id)
 
     def fix_all(data: dict[str, Any], subject: str) -> dict[str, Any]:
         if "tasks" in data:

@@ -15,8 +15,9 @@ from synth.artifacts.base import Frozen, SLUG_RE, TOOL_NAME_RE, slugify  # noqa:
 from synth.artifacts.scenarios import (CrudJudgement, DuplicateJudgement, RejectedScenario, RejectionStage, Scenario,
     ScenarioBatch, ScenarioDraft, Seed)  # noqa: F401
 from synth.artifacts.env import (ActingUser, Check, DataAnswer, DataFixAnswer, Difficulty, EnvManifest, EnvStatus,
-    Invariant, PortableType, RevisedInvariant, Reward, Rules, SchemaAnswer, StateChanges, TableRows, Task, TaskBatch,
-    TaskDraft, ToolBody, ToolCall, ToolCodeAnswer, ToolParam, ToolSpec, ToolSpecAnswer, ToolSpecDraft, ToolSpecRevision, Transition,
+    Fact, FactKind, Invariant, PortableType, RevisedInvariant, Reward, Rules, SchemaAnswer, StateChanges, TableRows,
+    Task, TaskBatch, TaskDraft, ToolBody, ToolCall, ToolCodeAnswer, ToolParam, ToolSpec, ToolSpecAnswer, ToolSpecDraft,
+    ToolSpecRevision, Transition,
     TransitionDraft)  # noqa: F401
 from synth.artifacts.verification import (CaseVerdict, Expectation, GateResult, GoldAction, GoldAnswer, GoldBatch,
     GoldTaskAnswer, JudgeVerdict, Observation, PASSING_VERDICTS, ParaphraseAnswer, ParaphraseSet, RedTeamAnswer,

@@ -29,6 +29,18 @@ class TaskBatch(BaseModel):
     tasks: list[TaskDraft]
 
 
+FactKind = Literal["count", "money", "date", "time", "datetime", "name", "id", "number", "text"]
+
+
+class Fact(Frozen):
+    """A value a correct answer to a read task must state (the context an answer adds is not one)."""
+
+    value: str = Field(description="The value as the data has it: '2', '4.75', '2025-06-05', '09:30', "
+                                   "'2025-06-05 09:30', 'Dr. Priya Nair', '555-0104'")
+    kind: FactKind = Field(description="count (how many), money, date, time, datetime, name, id (a code, number "
+                                       "or reference), number (any other quantity) or text (a status, a word)")
+
+
 class Task(BaseModel):
     """One line of tasks.jsonl."""
 
@@ -40,6 +52,10 @@ class Task(BaseModel):
     gold: list[ToolCall] = Field(default_factory=list)
     expected_answer: Any = None
     verifier: str = ""
+    # What decides the state reward (synth/use/taskfacts.py); None in folders made before them, which
+    # fall back to rules computed from the expected answer and the gold solution (README, folder contract).
+    facts: list[Fact] | None = None  # read tasks: the facts a correct answer must state
+    free_columns: list[str] | None = None  # write tasks: "table.column" the task leaves free (any written value)
 
 
 class Invariant(BaseModel):

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from synth.artifacts.env import ToolCall
+from synth.artifacts.env import Fact, ToolCall
 
 
 class GoldAction(BaseModel):
@@ -30,6 +30,13 @@ class GoldAnswer(BaseModel):
         description="Python body (no def line, no imports) of verify(initial_db, final_db, answer) that "
         "returns a list of check(name, passed, weight) items"
     )
+    facts: list[Fact] | None = Field(
+        default=None, description="Read tasks: the values a correct answer must state (only what the question asks "
+        "for, not the context the expected answer adds), each as the data has it, with its kind. Write tasks: null")
+    free_columns: list[str] | None = Field(
+        default=None, description="Write tasks: the 'table.column' your actions write whose text the task leaves "
+        "open (a reason or note in your own words, a name the user did not give); [] when the task fixes every "
+        "value written. Read tasks: null")
 
 
 class GoldTaskAnswer(GoldAnswer):

@@ -4,8 +4,10 @@
 # 3460), dates ("2025-06-04" = "June 4" = "4 Jun 2025" = "6/4"), times ("09:00" = "9am" =
 # "9:00 AM"), names ("Emma Rodriguez" = "Rodriguez, Emma"; "Dr. Priya Nair" = "Priya Nair" =
 # "Dr. Nair"), case, punctuation and list separators. A wrong value counts against an answer
-# unless the answer says it is not so ("Grace Kim is no longer active"); a hedge ("maybe",
-# "possibly") next to a fact makes the answer unreliable.
+# unless the answer says it is not so ("Grace Kim is no longer active"). A hedge makes the answer
+# unreliable whatever the alternative is, in the data or not: a hedge word ("maybe", "possibly")
+# next to a value, a value offered with another ("2 or 3", "between 2 and 3"), or a sentence that
+# opens with one ("... 555-0104. Or maybe: 666-1215").
 
 _TITLES = frozenset({"dr", "mr", "mrs", "ms", "miss", "mx", "prof", "sir", "madam"})
 _WORD = re.compile(r"[^\W_]+")
@@ -37,6 +39,13 @@ _ABBREVIATIONS = frozenset(_TITLES | {"st", "no", "vs", "etc", "e.g", "i.e", "a.
 _HEDGE = re.compile(r"\b(?:maybe|perhaps|possibly|probably|presumably|not\s+sure|unsure|not\s+certain|uncertain"
                     r"|i\s+think|i\s+believe|i\s+guess|or\s+so|might\s+be)\b", re.I)
 _OR = re.compile(r"\W*(?:or|either|and/or)\W*|\s*/\s*", re.I)  # what joins alternatives: "2 or 3", "9/10"
+_BETWEEN = re.compile(r"\bbetween\s+$", re.I)  # "between 2 and 3" where one value is asked
+_AND = re.compile(r"\s+and\s+", re.I)
+_ALTERNATIVE = re.compile(r"^\W*(?:or\s*:|(?:or\s+)?(?:maybe|perhaps|possibly|probably|alternatively|else)\b)",
+                          re.I)  # a sentence offering another value: "Or maybe: ..."
+_MONEY_AFTER = re.compile(r"\s*(?:dollars?|usd|eur|euros?|pounds?|gbp)\b", re.I)
+_NEGATIVE_PREFIXES = ("un", "non", "in")  # "unpaid" is stated by "not paid", "inactive" by "no longer active"
+_VALUE_LIKE = re.compile(r"\d|(?<=\s)[A-Z][\w'-]")  # a digit or a capitalised word (not the first)
 _NEGATION = re.compile(r"\b(?:not|no(?!\.?\s*#?\d)|never|none|neither|nor|without|except|excluding|excluded"
                        r"|exclude|besides|unlike|instead\s+of|rather\s+than|other\s+than|apart\s+from|no\s+longer"
                        r"|inactive|cannot|\w+n['\u2019]t)\b", re.I)
@@ -52,6 +61,8 @@ _NEGATION_BACK = 12  # words between a value and a later denial ("Grace Kim also
 
 def _kind(value: Any) -> tuple:
     """(kind, normalised value): number, date (y, m, d), time (minutes), datetime, text (tokens)."""
+    if isinstance(value, dict):  # {"value": ..., "kind": ...}: a value with the form it is written in
+        return _kind(value.get("value"))
     if isinstance(value, bool):
         return ("text", ("yes",) if value else ("no",))
     if isinstance(value, (int, float, decimal.Decimal)):
@@ -87,6 +98,47 @@ def _values(values: Any) -> list:
     if isinstance(values, (list, tuple, set, frozenset)):
         return [v for v in values if v is not None and str(v).strip() != ""]
     return [values] if str(values).strip() != "" else []
+
+
+def _shape(value: Any) -> Any:
+    """For a code written with digits ("555-0104", "Q-102", "INV-1002"): a pattern of every value of
+    its shape, so an alternative offered beside it is found even when it is in no table."""
+    text = str(value).strip()
+    if not re.search(r"\d", text) or _kind(value)[0] != "text":
+        return None
+    parts = []
+    for run in re.findall(r"\d+|[^\W\d_]+|.", text):
+        if run[0].isdigit():
+            parts.append(r"\d{%d}" % len(run))
+        elif run[0].isalpha():
+            parts.append(r"[^\W\d_]{%d}" % len(run))
+        else:
+            parts.append(re.escape(run))
+    return re.compile(r"(?<![\w-])" + "".join(parts) + r"(?![\w]|-\w)")
+
+
+def _written_as(text: str, start: int, end: int, form: Any) -> bool:
+    """Is the number text[start:end] written in `form`: "money" (a currency sign or word, or two
+    decimals) or "count" (plain digits, no decimals, not money)? Any other form: yes."""
+    run = text[start:end]
+    money = bool(re.search(r"[$\u20ac\u00a3]\s?$", text[max(0, start - 2):start])
+                 or re.fullmatch(r"\d[\d,]*\.\d{2}", run) or _MONEY_AFTER.match(text[end:end + 10]))
+    if form == "money":
+        return money
+    if form == "count":
+        return run.isdigit() and not money
+    return True
+
+
+def _positive(tokens: tuple) -> Any:
+    """The value a negative one denies ("unpaid" -> "paid", "inactive" -> "active"), or None."""
+    if len(tokens) == 2 and tokens[0] == "not":
+        return tokens[1]
+    if len(tokens) == 1:
+        for prefix in _NEGATIVE_PREFIXES:
+            if tokens[0].startswith(prefix) and len(tokens[0]) - len(prefix) >= 4:
+                return tokens[0][len(prefix):]
+    return None
 
 
 def _text_variants(tokens: tuple) -> list:
@@ -255,8 +307,10 @@ def answer_facts(answer: Any, expected: Any, wrong: Any = ()) -> dict:
     numbers = _scan_numbers(text, taken + [(s, e) for s, e, _ in dates] + [(s, e) for s, e, _ in times])
     sentences = _sentences(text, _SENTENCE_END)
     for i, (v, k, is_right) in enumerate(candidates):
-        if k[0] == "number":
-            mentions += [(s, e, i) for s, e, n in numbers if abs(n - k[1]) <= decimal.Decimal("0.005")]
+        if k[0] == "number":  # a wrong value given with its form counts only when written so
+            form = None if is_right or not isinstance(v, dict) else v.get("kind")
+            mentions += [(s, e, i) for s, e, n in numbers
+                         if abs(n - k[1]) <= decimal.Decimal("0.005") and _written_as(text, s, e, form)]
         elif k[0] == "date":
             mentions += [(s, e, i) for s, e, ds in dates
                          if any(d[1:] == k[1][1:] and d[0] in (None, k[1][0]) for d in ds)]
@@ -273,19 +327,43 @@ def answer_facts(answer: Any, expected: Any, wrong: Any = ()) -> dict:
                     mentions.append((s, e, i))
     denied = _denied(text, mentions, [r for _, _, r in candidates])
     said = {i for s, e, i in mentions if (s, e, i) not in denied}
-    # Hedged: a hedge word in a sentence that gives a value, or a value offered "or" another one ("2 or 3").
+    for i, (v, k, is_right) in enumerate(candidates):  # "unpaid" said as "it has not been paid"
+        positive = _positive(k[1]) if is_right and k[0] == "text" and i not in said else None
+        if positive is not None and answer_facts(text, [], [positive])["denied"]:
+            said.add(i)
     values = [(s, e) for s, e, _ in mentions] + [(s, e) for s, e, _ in dates + times + numbers]
-    hedged = any(any(_scope_of(sentences, s) == _scope_of(sentences, m.start()) for s, _ in values)
-                 for m in _HEDGE.finditer(text))
-    ordered = sorted(set(values))
-    for (s1, e1), (s2, e2) in zip(ordered, ordered[1:]):
-        if _OR.fullmatch(text[e1:s2]) and any(s in (s1, s2) for s, _, i in mentions if candidates[i][2]):
-            hedged = True
+    for v, k, is_right in candidates:  # codes of an expected value's shape, in the data or not
+        shape = _shape(v) if is_right else None
+        if shape is not None:
+            values += [(m.start(), m.end()) for m in shape.finditer(text)
+                       if not any(s < m.end() and m.start() < e for s, e in values)]
+    right = {(s, e) for s, e, i in mentions if candidates[i][2] and (s, e, i) not in denied}
     found = [v for i, (v, k, r) in enumerate(candidates) if r and i in said]
     named = {i for _, _, i in mentions}
     return {"found": found, "missing": [v for i, (v, k, r) in enumerate(candidates) if r and i not in said],
             "wrong": [v for i, (v, k, r) in enumerate(candidates) if not r and i in said],
-            "denied": [v for i, (v, k, r) in enumerate(candidates) if i in named and i not in said], "hedged": hedged}
+            "denied": [v for i, (v, k, r) in enumerate(candidates) if i in named and i not in said],
+            "hedged": _hedged(text, sentences, sorted(set(values)), right)}
+
+
+def _hedged(text: str, sentences: list, values: list, right: set) -> bool:
+    """A hedge word in a sentence that gives a value; an expected value offered with another one ("2 or
+    3", "2/3", "between 2 and 3"; two expected values joined so are both stated); or, in an answer that
+    states an expected value, a sentence opening with another ("Or maybe: 666-1215")."""
+    if any(any(_scope_of(sentences, s) == _scope_of(sentences, m.start()) for s, _ in values)
+           for m in _HEDGE.finditer(text)):
+        return True
+    for (s1, e1), (s2, e2) in zip(values, values[1:]):
+        gap = text[e1:s2]
+        joined = _OR.fullmatch(gap) or (_AND.fullmatch(gap) and _BETWEEN.search(text[:s1]))
+        if joined and ((s1, e1) in right) != ((s2, e2) in right):
+            return True
+    if right:
+        for s, e in sentences:
+            opening = _ALTERNATIVE.match(text[s:e])
+            if opening and _VALUE_LIKE.search(text[s + opening.end():e]):
+                return True
+    return False
 
 
 def _denied(text: str, mentions: list, wanted: list) -> set:
@@ -306,12 +384,37 @@ def _denied(text: str, mentions: list, wanted: list) -> set:
         before = [m for m in inside if m[1] <= cue.start()]
         gap = text[cue.end():after[0][0]] if after else ""
         if after and len(_WORD.findall(gap)) <= _NEGATION_REACH and not re.search(r"[,:;]", gap):
-            first = after[0]
-            out.update(m for m in after if (m[0], m[1]) == (first[0], first[1]))
+            spans = _adjacent(text, after, 0)
+            out.update(m for m in after if (m[0], m[1]) in spans)
         elif before and len(_WORD.findall(text[before[-1][1]:cue.start()])) <= _NEGATION_BACK:
-            last = before[-1]  # "Grace Kim ... is no longer active" excludes a wrong value; it never takes back
-            out.update(m for m in before if (m[0], m[1]) == (last[0], last[1]) and not wanted[m[2]])
+            spans = _adjacent(text, before, len(before) - 1)  # "Grace Kim ... is no longer active" excludes a
+            out.update(m for m in before if (m[0], m[1]) in spans and not wanted[m[2]])  # wrong value, never takes back
     return out
+
+
+def _adjacent(text: str, ordered: list, at: int) -> set:
+    """The span of ordered[at] and the words written right next to it, one name held in two or three
+    columns ("Ravi" "Shah"): spans of letters with only spaces between them."""
+    spans = [(m[0], m[1]) for m in ordered]
+    out = {spans[at]}
+    for step in (-1, 1):
+        i = at
+        while 0 <= i + step < len(spans) and len(out) < 3:
+            a, b = sorted((spans[i], spans[i + step]))
+            if not (re.fullmatch(r"\s+", text[a[1]:b[0]]) and text[a[0]].isalpha() and text[b[0]].isalpha()):
+                break
+            i += step
+            out.add(spans[i])
+    return out
+
+
+def stated_numbers(answer: Any) -> list:
+    """The distinct numbers an answer states (not those of its dates, times and codes), as Decimals."""
+    text = "" if answer is None else str(answer)
+    dates = _scan_dates(text)
+    times = _scan_times(text, [(s, e) for s, e, _ in dates])
+    taken = [(s, e) for s, e, _ in dates + times]
+    return sorted({n for _, _, n in _scan_numbers(text, taken)})
 
 
 def mentions(answer: Any, value: Any) -> bool:

@@ -170,6 +170,17 @@ return rubric([
 
 EXPECTED = {}
 
+# The gold stage's facts of each read task (value, kind): only what the question asks, not the context
+# the expected answer adds; and each write task's free columns (written text the task leaves open).
+FACTS = {
+    "task_01": [("189.00", "money"), ("4", "count")],
+    "task_02": [("Anvil", "name"), ("Bellows", "name"), ("Crucible", "name")],
+    "task_05": [("INV-1002", "id"), ("INV-1007", "id"), ("438.00", "money"), ("60.00", "money")],
+    "task_08": [("3.5", "number"), ("4.5", "number")],
+}
+FREE_COLUMNS = {"task_03": [], "task_04": [], "task_06": ["room_bookings.purpose"], "task_07": [], "task_09": [],
+                "task_10": []}
+
 PARAPHRASES = {
     "task_01": [
         "189.00 a month, with 4 meeting-room hours included.", "$189 per month; 4 hours of meeting rooms included.",
@@ -203,7 +214,7 @@ PARAPHRASES = {
         "Total due: $438. Invoices INV-1002 ($189) and INV-1007 ($249). Overage in May: $60.",
         "Two invoices are still open - INV-1002 and INV-1007 - so Tomasz Nowak owes 438.00; 60.00 of the May "
         "invoice is meeting-room overage.",
-        "438.00 outstanding (INV-1002 189.00 + INV-1007 249.00); May overage 60.00.",
+        "INV-1002 and INV-1007; 438.00 in total; overage 60.00.",
         "Nowak, Tomasz: INV-1002 and INV-1007 unpaid, 438.00 owed in total, 60.00 room overage in May 2025.",
     ],
     "task_08": [

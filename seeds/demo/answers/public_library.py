@@ -219,6 +219,19 @@ EXPECTED = {
     "task_02": "Educated (barcode 31207009001) is checked in: the loan is closed and the copy is back on the shelf.",
 }
 
+# The gold stage's facts of each read task (value, kind): only what the question asks, not the context
+# the expected answer adds ("the library has 3"); and each write task's free columns (written text the
+# task leaves open: none here, task_11's reason is quoted by the user).
+FACTS = {
+    "task_01": [("2", "count")],
+    "task_03": [("Sapiens", "name"), ("2025-06-05", "date"), ("The Night Circus", "name"), ("2025-06-12", "date")],
+    "task_05": [("Leo Martin", "name"), ("The Hobbit", "name"), ("Tom Becker", "name"),
+                ("The Thursday Murder Club", "name"), ("Chloe Dubois", "name"), ("Piranesi", "name")],
+    "task_09": [("4.75", "money"), ("0.75", "money"), ("4.00", "money")],
+}
+FREE_COLUMNS = {"task_02": [], "task_04": [], "task_06": [], "task_07": [], "task_08": [], "task_10": [],
+                "task_11": [], "task_12": []}
+
 PARAPHRASES = {
     "task_01": [
         "2", "Two copies.", "You can borrow 2 copies right now.", "There are two copies on the shelf at the moment.",

@@ -216,6 +216,20 @@ EXPECTED = {
                "Oscar (11:30) with Dr. Victor Alvarez.",
 }
 
+# The gold stage's facts of each read task (value, kind): only what the question asks, not the context
+# the expected answer adds; and each write task's free columns (task_07's reason is worded by the agent;
+# task_11 copies the old appointments' reasons, so they are fixed).
+FACTS = {
+    "task_01": [("555-0104", "id")],
+    "task_02": [("Dr. Priya Nair", "name")],
+    "task_06": [("275.00", "money"), ("unpaid", "text")],
+    "task_09": [("Bella", "name"), ("Milo", "name"), ("Oscar", "name"), ("555-0101", "id"), ("555-0107", "id")],
+    "task_12": [("Bella", "name"), ("2025-06-05 09:30", "datetime"), ("Milo", "name"),
+                ("2025-06-05 10:00", "datetime"), ("Dr. Hannah Reed", "name"), ("85.00", "money")],
+}
+FREE_COLUMNS = {"task_03": [], "task_04": [], "task_05": [], "task_07": ["appointments.reason"], "task_08": [],
+                "task_10": [], "task_11": []}
+
 PARAPHRASES = {
     "task_01": [
         "555-0104", "Daniel Okafor: 555-0104.", "We have 555-0104 on file for him.",

@@ -3,7 +3,7 @@ on a loaded env in the sandbox and described for the checking agent.
 
 An attempt is a list of tool calls with what each returned, a final answer, the final database,
 the verifier's rubric reward, and whether that database equals the one the gold solution makes
-(every table, volatile columns aside: synth/use/reward.py's comparison).
+(every table, volatile and free columns aside: synth/use/reward.py's comparison).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from synth.llm.budgets import pack, planned_tokens
 from synth.pipeline.stages.check_judge import describe_diff
 from synth.pipeline.stages.repair import clip
 from synth.use.replay import canonical, preview, state_diff
-from synth.use.reward import compare_states, gold_final
+from synth.use.reward import gold_final, table_checks
 
 RESULT_CHARS = 1500  # a tool result as an agent or the judge sees it: cut by whole items, saying how many
 
@@ -78,8 +78,8 @@ def finish(env: Any, attempt: Attempt, episode: Any, volatile: list[str]) -> Att
         return attempt
     attempt.reward = episode.evaluate(attempt.answer, state=False)
     gold = gold_final(env, attempt.task)
-    attempt.same_state = isinstance(gold, bytes) and all(c.passed for c in
-                                                         compare_states(gold, attempt.final_db, volatile))
+    attempt.same_state = isinstance(gold, bytes) and all(  # free columns count as written or not
+        c.passed for c in table_checks(env, attempt.task, gold, attempt.final_db, volatile))
     return attempt
 
 

@@ -15,6 +15,8 @@ Validation, in two layers:
 - inside the gateway (its repair turns): tools exist, arguments match their
   schemas, read tasks call only read-only tools and write tasks change state,
   every task has an expected answer (a write task's reports what was done),
+  a read task lists its facts (each in its kind's form and stated by the expected
+  answer) and a write task's free columns exist,
   the verifier body passes the sandbox's static check and matches the answer
   with the helpers, never with a bare substring test (stages/verifier_lint.py);
 - by execution in the sandbox (never in this process), on a temporary env
@@ -56,6 +58,8 @@ from synth.pipeline.stages.verifier_lint import loose_change_checks, substring_c
 from synth.runtime.codecheck import check_source
 from synth.runtime.sandbox import PoolBusy
 from synth.use.replay import canonical, gold_problems, preview
+from synth.use.reward import helpers
+from synth.use.taskfacts import fact_problems, free_column_problems
 
 STAGE = "gold"
 TOKENS_PER_TASK = 900  # output tokens of one task's answer (actions, answer, verifier)
@@ -111,6 +115,10 @@ def answer_problems(answer: GoldAnswer, task: Task, draft: EnvDraft) -> list[str
         else:
             problems += [f"verifier_body: {p}" for p in check_source(source, "verifiers.py")]
         problems += [f"verifier_body: {p}" for p in substring_checks(body) + loose_change_checks(body)]
+    if task.kind == "read":  # what the state reward checks (synth/use/taskfacts.py)
+        problems += fact_problems(answer.facts, answer.expected_answer, helpers())
+    else:
+        problems += free_column_problems(answer.free_columns, draft.schema_sql)
     return problems
 
 
@@ -119,6 +127,8 @@ def apply_answer(task: Task, answer: GoldAnswer) -> Task:
         "gold": [ToolCall(tool=a.tool, arguments=a.arguments) for a in answer.actions],
         "expected_answer": answer.expected_answer,
         "verifier": verifier_name(task),
+        "facts": answer.facts if task.kind == "read" else None,
+        "free_columns": answer.free_columns if task.kind == "write" else None,
     })
 
 
@@ -191,7 +201,8 @@ def _previous(draft: EnvDraft, task: Task) -> str | None:
         return None
     return GoldAnswer(actions=[{"tool": c.tool, "arguments": c.arguments} for c in task.gold],
                       expected_answer=None if task.expected_answer is None else str(task.expected_answer),
-                      verifier_body=draft.verifier_bodies[task.task_id]).model_dump_json(indent=1)
+                      verifier_body=draft.verifier_bodies[task.task_id], facts=task.facts,
+                      free_columns=task.free_columns).model_dump_json(indent=1)
 
 
 Result = tuple[Task, "str | None", GoldOutcome]
