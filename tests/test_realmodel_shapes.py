@@ -52,6 +52,7 @@ from synth.runtime.sandbox import SandboxPool
 SCENARIO = Scenario(name="Harbor Works", description="A marina's office: slips, boats, owners, work orders.",
                     category="services")
 GOLD = {t.task_id: t for t in TASKS}
+TASK_01_FACTS = [{"value": "2", "kind": "count"}]  # a read task names the facts its answer must state
 
 
 def gateway_for(server: FakeModelServer, tmp_path: Path, **overrides) -> Gateway:
@@ -189,7 +190,8 @@ def test_a_failing_gold_repair_sees_what_each_gold_call_returned(tmp_path):
     task = GOLD["task_01"]
     wrong = {"actions": [{"tool": c.tool, "arguments": dict(c.arguments)} for c in task.gold],
              "expected_answer": "7 copies", "verifier_body": 'return rubric([check("says 7", states(answer, [7]))])'}
-    right = {"actions": wrong["actions"], "expected_answer": str(GOLD_ANSWERS["task_01"]),
+    wrong["facts"] = [{"value": "7", "kind": "count"}]
+    right = {"actions": wrong["actions"], "expected_answer": str(GOLD_ANSWERS["task_01"]), "facts": TASK_01_FACTS,
              "verifier_body": VERIFIER_BODIES["task_01"]}
     script = Script().add("gold", "city_library/task_01", Reply(json=wrong), Reply(json=right))
     with FakeModelServer(script) as server, SandboxPool(workers=1, call_timeout=5) as pool:
@@ -326,7 +328,8 @@ def test_a_red_team_finding_in_the_last_round_still_gets_its_repair_and_recheck(
                                  else ("correct", "states 2")))
     fixed = {"diagnosis": "a second count is a hedge", "actions": [
         {"tool": c.tool, "arguments": dict(c.arguments)} for c in GOLD["task_01"].gold],
-        "expected_answer": str(GOLD_ANSWERS["task_01"]), "verifier_body": VERIFIER_BODIES["task_01"]}
+        "expected_answer": str(GOLD_ANSWERS["task_01"]), "facts": TASK_01_FACTS,
+        "verifier_body": VERIFIER_BODIES["task_01"]}
     fake_model.script.add("gold", "city_library/task_01", Reply(json=fixed))
     settings = Settings(model="openai/test-model", base_url=fake_model.openai_base_url, cache_dir=tmp_path / "c",
                         retry_base_delay=0.01, check_rounds=1)
@@ -409,7 +412,8 @@ def test_a_busy_sandbox_is_never_fed_back_to_the_model_as_a_fault_of_its_answer(
     draft = read_env_draft(env)
     task = GOLD["task_01"]
     answer = {"actions": [{"tool": c.tool, "arguments": dict(c.arguments)} for c in task.gold],
-              "expected_answer": str(GOLD_ANSWERS["task_01"]), "verifier_body": VERIFIER_BODIES["task_01"]}
+              "expected_answer": str(GOLD_ANSWERS["task_01"]), "facts": TASK_01_FACTS,
+              "verifier_body": VERIFIER_BODIES["task_01"]}
     script = Script().add("gold", "city_library/task_01", Reply(json=answer))
     with FakeModelServer(script) as server, SandboxPool(workers=1, call_timeout=5, wait_timeout=0.5) as pool:
         holder = Env.load(other, pool=pool)
@@ -425,3 +429,27 @@ def test_a_busy_sandbox_is_never_fed_back_to_the_model_as_a_fault_of_its_answer(
         asks = prompts(server, "gold")
     assert len(asks) == 1 and "sandbox workers" not in asks[0][1]
     assert "sandbox workers hold live episodes" in (report.tasks["task_01"].error or "")
+
+
+def test_an_env_keeps_to_its_share_of_sandbox_workers_in_a_pipeline_pool(tmp_path):
+    """A trial deadlocked: one env's many open episodes (the solver's) had spread over every worker, the
+    other envs' gold trials waited for one, and their waiting filled every thread the episodes' own calls
+    needed. A pipeline pool keeps an env's episodes on its share of workers, and sandbox work runs on
+    threads enough for every worker's callers."""
+    from envkit import make_library_env
+
+    from synth.pipeline.runner import SANDBOX_THREADS, pipeline_pool, pipeline_threads
+    from synth.runtime import Env
+
+    settings = Settings(parallel_envs=1, tool_timeout=5)
+    with pipeline_pool(settings) as pool:
+        env = Env.load(make_library_env(tmp_path / "a"), pool=pool)
+        episodes = [env.episode("task_01") for _ in range(4)]
+        try:
+            other = Env.load(make_library_env(tmp_path / "b"), pool=pool)  # a worker is still free for it
+            other.close()
+        finally:
+            for ep in episodes:
+                ep.close()
+            env.close()
+    assert pipeline_threads()._max_workers == SANDBOX_THREADS

@@ -161,8 +161,10 @@ def verify(
                 break
         return results
 
+    from synth.pipeline.runner import with_sandbox_threads
+
     try:
-        results = asyncio.run(run_all())
+        results = asyncio.run(with_sandbox_threads(run_all()))
     finally:
         pool.close()
     for error in errors:

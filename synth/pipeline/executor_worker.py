@@ -92,7 +92,9 @@ def warm_up(tool_timeout: float, allow_weak: bool = False) -> None:
 
 def run_env_task(payload: dict[str, Any], hub: Any, shipped: bytes) -> dict[str, Any]:
     """The Ray task: build and verify `payload["scenario"]`'s env (a blocking call)."""
-    return asyncio.run(_run(payload, hub, shipped))
+    from synth.pipeline.runner import with_sandbox_threads
+
+    return asyncio.run(with_sandbox_threads(_run(payload, hub, shipped)))
 
 
 async def _run(payload: dict[str, Any], hub: Any, shipped: bytes) -> dict[str, Any]:

@@ -29,9 +29,10 @@ import re
 import shutil
 import time
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Awaitable, TypeVar
 
 from synth.artifacts import Scenario, Seed
 from synth.atomic import write_json_atomic
@@ -62,6 +63,27 @@ class EnvOutcome:
     lost: list[str] = field(default_factory=list)  # earlier attempts whose worker was lost, with the reason
 
 
+T = TypeVar("T")
+SANDBOX_THREADS = 64  # threads for blocking sandbox work (asyncio.to_thread); see CheckLoop and the gold stage
+
+
+def pipeline_threads() -> ThreadPoolExecutor:
+    """The executor behind asyncio.to_thread in a pipeline run. Sandbox work blocks a thread while it
+    waits for a worker (a busy pool makes it wait); with the default executor (cpu count + 4 threads)
+    every thread could be waiting for a worker whose own episode needs a thread to finish: a deadlock."""
+    return ThreadPoolExecutor(max_workers=SANDBOX_THREADS, thread_name_prefix="synth-sandbox")
+
+
+async def with_sandbox_threads(work: Awaitable[T]) -> T:
+    """Await `work` with pipeline_threads() behind asyncio.to_thread."""
+    threads = pipeline_threads()
+    asyncio.get_running_loop().set_default_executor(threads)
+    try:
+        return await work
+    finally:
+        threads.shutdown(wait=False, cancel_futures=True)
+
+
 def pipeline_pool(settings: Settings) -> Any:
     """The sandbox pool of a pipeline run. One env per worker process, and each env in flight holds
     up to three at once (its tests or the solver's open episodes, and the trial envs of gold answers
@@ -70,7 +92,7 @@ def pipeline_pool(settings: Settings) -> Any:
     from synth.runtime.sandbox import SandboxPool
 
     return SandboxPool(workers=max(2, WORKERS_PER_ENV * settings.parallel_envs), call_timeout=settings.tool_timeout,
-                       allow_weak=settings.allow_weak_sandbox, wait_timeout=max(600.0, settings.timeout))
+                       allow_weak=settings.allow_weak_sandbox, wait_timeout=max(600.0, settings.timeout), spread=1)
 
 
 def run_id_for(seeds: list[Seed], n: int, settings: Settings) -> str:
@@ -345,7 +367,7 @@ class Pipeline:
         try:
             self.executor = open_executor(self.settings, gateway=self.gateway, out=self.out, store=self.store,
                                           pool=self.pool)
-            return asyncio.run(self.run(progress))
+            return asyncio.run(with_sandbox_threads(self.run(progress)))
         finally:
             if self.executor is not None:
                 self.executor.close()

@@ -84,7 +84,7 @@ class SandboxPool:
 
     def __init__(self, workers: int = 2, memory_mb: int = 1024, call_timeout: float | None = None, *,
                  grace: float = 1.0, cpu_seconds: int = 3600, startup_timeout: float = 30.0,
-                 wait_timeout: float = 120.0, max_argument_bytes: int | None = None,
+                 wait_timeout: float = 120.0, spread: int | None = None, max_argument_bytes: int | None = None,
                  max_result_bytes: int | None = None, allow_weak: bool | None = None,
                  ast_check: bool = True, restricted: bool = True, audit: bool = True,
                  skip_layers: tuple[str, ...] = ()):
@@ -101,6 +101,9 @@ class SandboxPool:
         self.call_timeout, self.grace = call_timeout, grace
         self.memory_mb, self.cpu_seconds, self.startup_timeout = memory_mb, cpu_seconds, startup_timeout
         self.wait_timeout = wait_timeout
+        # How many workers one env may hold while another is idle (None: any, for throughput). The
+        # pipeline keeps it low: its many envs need workers of their own more than speed within one.
+        self.spread = spread
         self.max_argument_bytes, self.max_result_bytes = max_argument_bytes, max_result_bytes
         self.allow_weak = allow_weak
         self.ast_check, self.restricted, self.audit = ast_check, restricted, audit
@@ -279,7 +282,11 @@ class SandboxPool:
                            key=lambda s: self._rank(s, key), default=None)
                 mine = min((s for s in self._slots if s.env == key), key=lambda s: (s.episodes + s.pending, s.index),
                            default=None)
-                slot = idle if idle is not None and self._rank(idle, key)[0] < 5 else (mine or idle)
+                held = sum(1 for s in self._slots if s.env == key and s.episodes + s.pending > 0)
+                if mine is not None and self.spread is not None and held >= self.spread:
+                    slot = mine  # this env has its share of workers: its episodes share them
+                else:
+                    slot = idle if idle is not None and self._rank(idle, key)[0] < 5 else (mine or idle)
                 if slot is not None:
                     slot.env = key  # claimed: no other env can take it until it is idle again
                     slot.pending += 1

@@ -36,7 +36,7 @@ from synth.use.replay import BUG_KINDS, observe_call
 STAGE = "check_tests"
 MAX_TESTS = 3  # a success, a refusal and the edge that matters most (dated records, limits); more are kept
 TOKENS_PER_TEST = 140  # output tokens of one drafted test
-TEST_ROWS = 12  # rows per table shown to the testing agent: enough real ids and values to test with
+TEST_ROWS = 20  # rows per table shown to the testing agent: most tables whole (the data stage writes 8-15)
 
 
 def tool_cost(tool: ToolSpec) -> int:

@@ -41,7 +41,8 @@ def body_problems(name: str, body: str) -> list[str]:
     text = normalize_body(body)
     if not text.strip():
         return ["the body is empty"]
-    if text.lstrip().startswith(("def ", "async def ")):
+    first = text.lstrip().split("\n", 1)[0]
+    if first.startswith((f"def {name}(", f"async def {name}(")):  # a helper def inside the body is fine
         return ["write only the function body, without the def line"]
     wrapped = f"def {name}(db, **kwargs):\n" + "\n".join("    " + line for line in text.splitlines())
     problems = []
