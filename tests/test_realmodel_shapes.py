@@ -453,3 +453,54 @@ def test_an_env_keeps_to_its_share_of_sandbox_workers_in_a_pipeline_pool(tmp_pat
                 ep.close()
             env.close()
     assert pipeline_threads()._max_workers == SANDBOX_THREADS
+
+
+def test_per_env_usage_counts_what_cached_answers_cost_and_the_time_in_flight(tmp_path):
+    """A trial resumes from the cache; its figures per env (docs/real-model-trials.md) must still say what
+    every answer the env used cost when it was first asked, and how long the env had a call in flight."""
+    from pydantic import BaseModel
+
+    from synth.pipeline.store import RunStore
+
+    class Pong(BaseModel):
+        word: str
+
+    ask = [{"role": "user", "content": "Say a word."}]
+    script = Script().add("tasks", "*", handler=lambda info: (time.sleep(0.3), Reply(json={"word": "pong"}))[1])
+    with FakeModelServer(script) as server:
+        first = RunStore(tmp_path / "run1")
+        gateway = Gateway(Settings(model="openai/test-model", base_url=server.openai_base_url,
+                                   cache_dir=tmp_path / "cache", retry_base_delay=0.01), recorder=first)
+
+        async def both():
+            await asyncio.gather(gateway.structured(Pong, ask, stage="tasks", subject="harbor_works"),
+                                 gateway.structured(Pong, ask, stage="tasks", subject="harbor_works", sample=1))
+        asyncio.run(both())
+        again = RunStore(tmp_path / "run2")  # the same requests again: both from the cache
+        gateway2 = Gateway(Settings(model="openai/test-model", base_url=server.openai_base_url,
+                                    cache_dir=tmp_path / "cache", retry_base_delay=0.01), recorder=again)
+        asyncio.run(gateway2.structured(Pong, ask, stage="tasks", subject="harbor_works"))
+    fresh = first.usage_by_env()["harbor_works"]
+    assert fresh["calls"] == 2 and fresh["cached"] == 0 and fresh["prompt_tokens"] > 0
+    assert fresh["busy_seconds"] >= 0.6 - 0.1  # each call took at least 0.3 s
+    reused = again.usage_by_env()["harbor_works"]
+    assert reused["cached"] == 1 and reused["prompt_tokens"] == 0
+    assert reused["reused_tokens"] == (fresh["prompt_tokens"] + fresh["completion_tokens"]) // 2
+
+
+def test_an_envs_busy_time_is_the_union_of_its_calls_in_flight(tmp_path):
+    from synth.pipeline.store import RunStore
+
+    store = RunStore(tmp_path / "run")
+    for subject, end, latency in (("harbor_works/a", 110.0, 10.0), ("harbor_works/b", 105.0, 10.0),  # overlap
+                                  ("harbor_works", 200.0, 5.0), ("other_env/x", 300.0, 50.0)):
+        store.record_call({"stage": "gold", "subject": subject, "provider": "openai", "model": "m", "cached": False,
+                           "prompt_tokens": 100, "completion_tokens": 10, "cost": 0.0, "latency": latency,
+                           "status": "ok", "error": None, "time": end})
+    store.record_call({"stage": "expand", "subject": "seed", "provider": "openai", "model": "m", "cached": False,
+                       "prompt_tokens": 999, "completion_tokens": 9, "cost": 0.0, "latency": 1.0, "status": "ok",
+                       "error": None, "time": 1.0})
+    usage = store.usage_by_env()
+    assert set(usage) == {"harbor_works", "other_env"}  # the run's own stages are nobody's env
+    assert usage["harbor_works"]["busy_seconds"] == 15.0 + 5.0 and usage["harbor_works"]["calls"] == 3
+    assert usage["other_env"]["busy_seconds"] == 50.0

@@ -177,14 +177,30 @@ def in_pipeline_order(stages: list[str]) -> list[str]:
     return known + [s for s in dict.fromkeys(stages) if s not in STAGE_ORDER]
 
 
+def _env_usage(folder: Path, per_env: dict[str, dict], as_json: bool) -> None:
+    if as_json:
+        typer.echo(json.dumps({"run": str(folder), "envs": per_env}, indent=2))
+        return
+    table = Table(title=f"run {folder.name}: model usage per env")
+    for col in ("env", "calls", "cached", "tokens", "+ reused", "cost", "busy"):
+        table.add_column(col, justify="left" if col == "env" else "right")
+    for env, u in sorted(per_env.items()):
+        table.add_row(env, str(u["calls"]), str(u["cached"]), f"{u['prompt_tokens'] + u['completion_tokens']:,}",
+                      f"{u['reused_tokens']:,}", f"${u['cost']:.4f}", f"{u['busy_seconds'] / 60:.1f} min")
+    Console().print(table)
+
+
 @app.command()
 @settings_options("out")
 def stats(
     settings: Settings,
     run: str = typer.Argument(..., help="run folder, or run id under <out>/runs"),
     as_json: bool = typer.Option(False, "--json", help="print JSON"),
+    envs: bool = typer.Option(False, "--envs", help="model usage per env instead: calls, tokens (+ what its "
+                              "cached answers cost when first asked), cost, and the time at least one of its "
+                              "calls was in flight"),
 ) -> None:
-    """Items per stage and status, and model usage per stage, for a run."""
+    """Items per stage and status, and model usage per stage (or per env), for a run."""
     from synth.pipeline.store import RUN_DB, RunStore
 
     folder = Path(run)
@@ -195,8 +211,12 @@ def stats(
     store = RunStore(folder)
     try:
         data = {"run": str(folder), "items": store.counts(), "usage": store.usage()}
+        per_env = store.usage_by_env() if envs else {}
     finally:
         store.close()
+    if envs:
+        _env_usage(folder, per_env, as_json)
+        return
     summary_file = folder / "summary.json"
     if summary_file.exists():
         summary = json.loads(summary_file.read_text())

@@ -287,6 +287,8 @@ class Gateway:
                 "prompt_tokens": completion.prompt_tokens if fresh else 0,
                 "completion_tokens": completion.completion_tokens if fresh else 0,
                 "cached_tokens": completion.cached_tokens if fresh else 0,
+                "reused_prompt_tokens": 0 if fresh else completion.prompt_tokens,
+                "reused_completion_tokens": 0 if fresh else completion.completion_tokens,
                 "cost": cost, "latency": round(latency, 4), "status": status, "error": error, "time": time.time(),
             })
 

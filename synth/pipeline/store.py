@@ -63,7 +63,28 @@ def m003_cached_tokens(db: sqlite_utils.Database) -> None:
     db["calls"].add_column("cached_tokens", int, not_null_default=0)
 
 
-MIGRATIONS = [m001_items, m002_calls, m003_cached_tokens]
+def m004_reused_tokens(db: sqlite_utils.Database) -> None:
+    """For an answer served from the cache: the tokens it cost when it was first asked (a resumed or
+    repeated run reuses it for nothing, but it is part of what the env cost)."""
+    db["calls"].add_column("reused_prompt_tokens", int, not_null_default=0)
+    db["calls"].add_column("reused_completion_tokens", int, not_null_default=0)
+
+
+MIGRATIONS = [m001_items, m002_calls, m003_cached_tokens, m004_reused_tokens]
+
+
+RUN_STAGES = frozenset({"ping", "expand", "classify", "dedup_judge"})  # about the run's scenarios, not one env
+
+
+def _covered(intervals: list[tuple[float, float]]) -> float:
+    """Seconds covered by the union of the intervals."""
+    total, end = 0.0, float("-inf")
+    for start, stop in sorted(intervals):
+        if stop <= end:
+            continue
+        total += stop - max(start, end)
+        end = stop
+    return total
 
 
 class RunStore:
@@ -183,6 +204,36 @@ class RunStore:
         total = {key: sum(v[key] for v in stages.values()) for key in
                  ("calls", "cached", "prompt_tokens", "completion_tokens", "cost", "cached_tokens")}
         return {"total": total, "stages": stages}
+
+    def usage_by_env(self) -> dict[str, dict[str, Any]]:
+        """Model usage per env (the subject's part before "/"): calls, cached calls, tokens (and
+        `reused_tokens`, what the cached answers cost when first asked), cost, and
+        `busy_seconds`, the time at least one of its calls was in flight (its critical path through the
+        model, however many calls ran at once). Stages about the run as a whole (ping, expand) have
+        no env subject and are left out."""
+        with self._store.lock:
+            rows = self._store.db.execute(
+                "select subject, stage, cached, prompt_tokens, completion_tokens, cost, latency, time, "
+                "reused_prompt_tokens, reused_completion_tokens from calls where status != 'error'").fetchall()
+        out: dict[str, dict[str, Any]] = {}
+        spans: dict[str, list[tuple[float, float]]] = {}
+        for subject, stage, cached, prompt, completion, cost, latency, when, reused_p, reused_c in rows:
+            if stage in RUN_STAGES or not subject:
+                continue
+            env = str(subject).split("/", 1)[0]
+            row = out.setdefault(env, {"calls": 0, "cached": 0, "prompt_tokens": 0, "completion_tokens": 0,
+                                       "reused_tokens": 0, "cost": 0.0, "busy_seconds": 0.0})
+            row["calls"] += 1
+            row["cached"] += int(bool(cached))
+            row["prompt_tokens"] += prompt or 0
+            row["completion_tokens"] += completion or 0
+            row["reused_tokens"] += (reused_p or 0) + (reused_c or 0)
+            row["cost"] += cost or 0.0
+            if not cached and when is not None:
+                spans.setdefault(env, []).append((float(when) - float(latency or 0), float(when)))
+        for env, intervals in spans.items():
+            out[env]["busy_seconds"] = round(_covered(intervals), 1)
+        return out
 
     def close(self) -> None:
         self._store.close()
