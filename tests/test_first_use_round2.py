@@ -388,7 +388,7 @@ def test_15_verl_lengths_come_from_a_real_chat_template_and_fit_with_a_margin(tm
     tools = load_envs(tmp_path / "root")[0][0].openai_tools()
     counts = [_count(tokenizer, row["prompt"], tools, True)
               for split in ("train", "test") for row in pq.read_table(out / f"{split}.parquet").to_pylist()]
-    assert length >= max(counts) * 1.25, (length, max(counts))  # room for another model's template
+    assert length >= max(counts) * 1.3, (length, max(counts))  # room for another model's template
 
 
 def test_16_sft_rows_carry_their_token_length_and_the_max_length_to_train_with(tmp_path):
@@ -401,7 +401,7 @@ def test_16_sft_rows_carry_their_token_length_and_the_max_length_to_train_with(t
     for row in rows:
         assert row["tokens"] == _count(tokenizer, row["messages"], row["tools"], False)
     longest = max(r["tokens"] for r in rows)
-    assert lengths["max"] == longest and lengths["max_length"] >= longest * 1.25
+    assert lengths["max"] == longest and lengths["max_length"] >= longest * 1.3
     assert [r["tokens"] for r in lengths["rows"]] == [r["tokens"] for r in rows]
     assert f"SFTConfig(max_length={lengths['max_length']})" in proc.stdout
     if longest > 1024:  # TRL's default would cut them silently: the export says so
