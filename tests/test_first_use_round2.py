@@ -406,3 +406,24 @@ def test_16_sft_rows_carry_their_token_length_and_the_max_length_to_train_with(t
     assert f"SFTConfig(max_length={lengths['max_length']})" in proc.stdout
     if longest > 1024:  # TRL's default would cut them silently: the export says so
         assert "warning:" in proc.stderr and "TRL's default max_length of 1024" in proc.stderr
+
+
+def test_3_only_an_unbroken_streak_of_invalid_answers_halts_and_one_stage_does_not_count_another():
+    from synth.llm import RunHalted
+    from synth.llm.usage import UsageMeter
+
+    meter = UsageMeter(max_invalid_streak=20)
+    for _ in range(3):  # a model that needs a repair turn now and then is never stopped
+        for _ in range(19):
+            meter.answer("tool_code", valid=False, problems="tools: Field required")
+        meter.answer("tool_code", valid=True)
+    for _ in range(19):
+        meter.answer("gold", valid=False, problems="x")
+    meter.answer("tool_code", valid=False, problems="y")  # another stage's answer is not gold's 20th
+    assert meter.halted is None and not meter.budget_reached
+    meter.answer("gold", valid=False, problems="actions: Field required " + "and more " * 40)
+    assert meter.halted and meter.budget_reached and meter.total.invalid == 3 * 19 + 21
+    assert "the last 20 answers of stage gold" in meter.halted and meter.halted.count("and more") < 40
+    with pytest.raises(RunHalted):
+        meter.check_budget()
+    assert UsageMeter(max_invalid_streak=0).halted is None  # 0: never

@@ -51,5 +51,6 @@ def build(
     usage = gateway.usage.total
     typer.echo(f"{len(results)} scenario(s): {summary}; {usage.calls} model call(s) ({usage.cached} cached), "
                f"${usage.cost:.4f}; run {run_id} in {settings.out}")
-    if counts["stopped"]:
-        typer.echo("the budget ran out: raise --max-cost and rerun the same command to continue", err=True)
+    if counts["stopped"]:  # the budget, or a model whose answers keep failing validation (it says so)
+        typer.echo(gateway.usage.halted or "the budget ran out: raise --max-cost and rerun the same command to "
+                   "continue", err=True)
