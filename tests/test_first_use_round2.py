@@ -20,7 +20,7 @@ import pytest
 from envkit import make_library_env
 from exportkit import make_context_library
 from fake_server import FakeModelServer
-from test_first_use import plain_text, synth, synth_env
+from test_first_use import plain_text, run_in_pty, synth, synth_env
 
 from synth.llm.script import Reply
 
@@ -258,12 +258,15 @@ def test_3_a_model_that_answers_in_the_wrong_shape_stops_the_run_with_one_line_a
     with FakeModelServer() as server:
         server.script.add("ping", "*", Reply(json={"ok": True, "word": "pong"}))
         server.script.add("expand", "*", Reply(json={"not": "scenarios"}, delay=0.6))
-        proc = synth("run", "--seeds", "seeds.txt", "-n", "2", "--model", "openai/x", "--base-url",
-                     server.openai_base_url, "--out", "out", "--plain", "--concurrency", "1", cwd=tmp_path,
-                     OPENAI_API_KEY="sk-test")
+        # on a terminal, as a user types it: --plain must print lines there too
+        code, text = run_in_pty([sys.executable, "-m", "synth", "run", "--seeds", "seeds.txt", "-n", "2", "--model",
+                                 "openai/x", "--base-url", server.openai_base_url, "--out", "out", "--plain",
+                                 "--concurrency", "1"], cwd=tmp_path, env=synth_env(OPENAI_API_KEY="sk-test"))
         asked = [r for r in server.requests if r.stage == "expand"]
-    assert proc.returncode == 1, proc.stderr[-3000:]
-    lines = proc.stderr.strip().splitlines()
+    text = plain_text(text).replace("\r\n", "\n")
+    assert code == 1, text[-3000:]
+    assert "Traceback" not in text
+    lines = text.strip().splitlines()
     assert any(line.startswith("[running] ") and "invalid" in line for line in lines), "no progress while waiting"
     stop = next(line for line in lines if "wanted verified env(s):" in line)  # the stop line
     assert re.search(r"stopped: the last 20 answers of stage expand all failed validation \(latest: .*Field "
@@ -273,7 +276,7 @@ def test_3_a_model_that_answers_in_the_wrong_shape_stops_the_run_with_one_line_a
     reasons = list(summary["failures"])
     assert reasons and all("N turn" not in r and "Fie" not in r.split("Field")[0][-3:] for r in reasons)
     assert any(re.search(r"still invalid after 3 turn\(s\): .*Field required", r) for r in reasons), reasons
-    assert "Field required" in proc.stdout  # the failure table shows the reason whole
+    assert "Field required" in text  # the failure table shows the reason whole
 
 
 def test_3_failure_reasons_are_shown_whole_or_cut_at_a_word():
