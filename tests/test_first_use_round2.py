@@ -430,3 +430,12 @@ def test_3_only_an_unbroken_streak_of_invalid_answers_halts_and_one_stage_does_n
     with pytest.raises(RunHalted):
         meter.check_budget()
     assert UsageMeter(max_invalid_streak=0).halted is None  # 0: never
+
+
+def test_5_the_readme_gives_the_demo_time_as_measured_with_the_load_it_was_measured_under():
+    readme = " ".join((REPO / "README.md").read_text().split())
+    assert "in under a minute" not in readme  # a promise, not a measurement
+    quoted = re.search(r"How long the demo takes \(`time synth run` in a fresh folder, (.*?)\*\*(\d+) s\*\* wall "
+                       r"clock at a load average of ([\d-]+)", readme)
+    assert quoted, "the demo's time, how it was measured and under what load"
+    assert re.search(r"\*\*[\d-]+ s user \+ \d+ s system\*\*", readme)  # CPU time: the same on any load

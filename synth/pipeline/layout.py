@@ -49,4 +49,9 @@ def place_env(folder: Path | str, status: str) -> Path:
         shutil.rmtree(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     folder.rename(dest)
+    if folder.parent.name == BUILT_DIR:
+        try:
+            folder.parent.rmdir()  # no work in progress left: no empty built/ to wonder about
+        except OSError:
+            pass  # other envs still wait there
     return dest
