@@ -6,10 +6,8 @@ model is needed."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -56,51 +54,6 @@ def envs_by_status(out: Path) -> dict[str, set[str]]:
 # ---------------------------------------------------------------- the demo, interrupted and resumed
 
 
-def interrupt_when(args: list[str], cwd: Path, ready, timeout: float = 900) -> tuple[int, str, float]:
-    """Run on a pseudo-terminal that is the process's controlling terminal, type Ctrl-C (as a user
-    does: the terminal sends SIGINT to the foreground process group) once `ready()` holds;
-    (exit status, everything printed, seconds from Ctrl-C to exit)."""
-    import fcntl
-    import pty
-    import select
-    import termios
-
-    master, slave = pty.openpty()
-
-    def controlling_terminal() -> None:
-        os.setsid()
-        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-
-    proc = subprocess.Popen(args, cwd=cwd, env=synth_env(), stdin=slave, stdout=slave, stderr=slave,
-                            preexec_fn=controlling_terminal, close_fds=True)
-    os.close(slave)
-    chunks, sent, deadline = [], None, time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline:
-            ready_fds, _, _ = select.select([master], [], [], 0.2)
-            if ready_fds:
-                try:
-                    data = os.read(master, 65536)
-                except OSError:  # EIO: the child closed the terminal
-                    break
-                if not data:
-                    break
-                chunks.append(data)
-            if sent is None and ready():
-                os.write(master, b"\x03")  # Ctrl-C, through the terminal's line discipline
-                sent = time.monotonic()
-            if proc.poll() is not None and not ready_fds:
-                break
-        proc.wait(timeout=60)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        os.close(master)
-    assert sent is not None, "the run ended before it could be interrupted"
-    return proc.returncode, plain_text(b"".join(chunks).decode("utf-8", "replace")), time.monotonic() - sent
-
-
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory) -> dict:
     """`synth run -n 1000` offline, interrupted with Ctrl-C once an env is built, then the same command
@@ -108,8 +61,12 @@ def demo(tmp_path_factory) -> dict:
     cwd = tmp_path_factory.mktemp("demo")
     out = cwd / "out"
     command = [sys.executable, "-m", "synth", "run", "-n", "1000", "--out", str(out)]
-    built = out / "built"
-    code, text, seconds = interrupt_when(command, cwd, lambda: built.is_dir() and any(built.iterdir()))
+    built, typed = out / "built", []
+    # Ctrl-C once an env is built and waits for verification, as a user might press it mid-run
+    code, text = run_in_pty(command, cwd, synth_env(), 900, typed=typed,
+                            interrupt_when=lambda: built.is_dir() and any(built.iterdir()))
+    assert typed, "the run ended before it could be interrupted"
+    text, seconds = plain_text(text), time.monotonic() - typed[0]
     after_kill = envs_by_status(out)
     first = synth("run", "-n", "1000", "--out", str(out), "--plain", cwd=cwd)
     after_first = envs_by_status(out)
