@@ -38,6 +38,8 @@ class Settings(BaseModel):
     retry_base_delay: float = Field(1.0, ge=0, description="first backoff in seconds (doubles, with jitter)")
     max_retry_seconds: float = Field(600.0, gt=0, description="total time a request may spend retrying")
     repair_turns: int = Field(2, ge=0, description="turns that feed a validation error back to the model")
+    max_invalid_streak: int = Field(20, ge=0, description="stop the run once this many answers in a row of one "
+                                    "stage fail validation (the model ignores the answer format); 0 = never")
     max_cost: float | None = Field(None, ge=0, description="USD budget; no new call starts once reached")
     prices_file: Path | None = Field(None, description="JSON price table overriding the bundled one")
     cache_dir: Path = Field(Path("generated/.cache"),

@@ -15,7 +15,8 @@ from synth.config import Settings
 from synth.errors import InputError
 from synth.llm import Gateway
 from synth.llm.script import Reply
-from synth.pipeline.build import build_all, build_env, env_path, failed_path, load_scenarios
+from synth.pipeline.build import build_all, build_env, load_scenarios
+from synth.pipeline.layout import built_path, env_path, failed_path
 from synth.pipeline.stages.data import data_problems
 from synth.pipeline.stages.schema import empty_database, foreign_key_problems, schema_problems
 from synth.pipeline.stages.tasks import task_problems, to_tasks
@@ -66,7 +67,7 @@ def test_scenario_becomes_a_complete_env_whose_tools_work(fake_model, tmp_path, 
     result = build_one(fake_model, tmp_path, pool, store=store)
 
     assert result.status == "built", result.reason
-    folder = env_path(tmp_path / "out", bk.ENV_ID)
+    folder = built_path(tmp_path / "out", bk.ENV_ID)  # built, not verified: not in envs/
     assert result.path == folder
     for name in ("env.json", "scenario.md", "db/schema.sql", "db/data.sql", "db/initial.sqlite", "tools.py",
                  "tools.json", "tasks.jsonl", "verifiers.py", "tests.jsonl", "report.json", "README.md"):
@@ -155,7 +156,7 @@ def test_env_whose_repairs_run_out_is_failed_and_the_next_one_builds(fake_model,
     assert {r.env_id for r in seen} == {broken.env_id, bk.ENV_ID}
     failed = results[0]
     assert failed.path == failed_path(settings.out, broken.env_id)
-    assert not env_path(settings.out, broken.env_id).exists()
+    assert not built_path(settings.out, broken.env_id).exists() and not env_path(settings.out, broken.env_id).exists()
     assert "schema" in failed.reason and "no such table: main.treatment" in failed.reason
     manifest = json.loads((failed.path / "env.json").read_text())
     assert manifest["status"] == "failed" and manifest["failure_reason"] == failed.reason
@@ -164,7 +165,7 @@ def test_env_whose_repairs_run_out_is_failed_and_the_next_one_builds(fake_model,
     assert report["schema"]["rounds"] == 2 and report["schema"]["passed"] is False
     assert (failed.path / "tasks.jsonl").read_text().count("\n") == 10  # what was made is kept
     assert len(requests_of(fake_model, "schema", broken.env_id)) == 2
-    assert (env_path(settings.out, bk.ENV_ID) / "db/initial.sqlite").is_file()
+    assert (built_path(settings.out, bk.ENV_ID) / "db/initial.sqlite").is_file()
 
 
 def test_tool_that_stays_broken_fails_the_env_with_the_tool_named(fake_model, tmp_path, pool):
@@ -229,7 +230,7 @@ def test_spent_budget_stops_new_builds_cleanly(fake_model, tmp_path, pool):
     assert [r.status for r in results] == ["stopped", "stopped"]
     assert "budget" in results[0].reason
     assert fake_model.requests == []
-    assert not (settings.out / "envs").exists() and not (settings.out / "failed").exists()
+    assert not any((settings.out / d).exists() for d in ("envs", "built", "failed"))
 
 
 # --------------------------------------------------------------------------- stage checks
@@ -387,7 +388,7 @@ def test_cli_build_prints_a_line_per_env_and_a_summary(fake_model, tmp_path, mon
     lines = out.strip().splitlines()
     assert lines[0].startswith(f"built    {bk.ENV_ID}") and "tools=15 tasks=10" in lines[0]
     assert lines[-1].startswith("1 scenario(s): 1 built;")
-    assert (tmp_path / "gen/envs" / bk.ENV_ID / "env.json").is_file()
+    assert (tmp_path / "gen/built" / bk.ENV_ID / "env.json").is_file() and not (tmp_path / "gen/envs").exists()
     assert list((tmp_path / "gen/runs").iterdir())  # the run store
 
     code, out, _ = run_cli(monkeypatch, capsys, *args)  # rerun: resumes, no model call

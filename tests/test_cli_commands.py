@@ -114,19 +114,23 @@ def test_check_reports_every_env_merges_repeated_errors_and_says_what_it_changed
     assert f"FAIL {executing}: the env could not be loaded" in out
     assert "status changed: verified -> failed (env.json and report.json updated)" in out
     assert "1/4 env(s) verified" in out
-    assert json.loads((found["nodb"] / "env.json").read_text())["status"] == "failed"
+    # envs/ holds verified envs only: the ones that failed moved to failed/ and the output says where
+    assert f"moved to {tmp_path / 'failed' / 'nodb_library'}" in out
+    assert not found["nodb"].exists() and sorted(p.name for p in (tmp_path / "envs").iterdir()) == [
+        "bad_manifest", "city_library"]  # an env that could not be checked stays where it was
+    assert json.loads((tmp_path / "failed" / "nodb_library" / "env.json").read_text())["status"] == "failed"
 
 
 def test_check_quiet_and_json(library, tmp_path):
     found = broken_copies(library, tmp_path)
-    invoke("check", tmp_path)  # records the failed statuses
-    quiet = invoke("check", tmp_path, "--quiet")
+    invoke("check", tmp_path)  # records the failed statuses and moves those envs to failed/
+    quiet = invoke("check", tmp_path / "failed", "--quiet")
     assert quiet.exit_code == 1
     assert "ok " not in quiet.output and "syntax_library: failed" in quiet.output
-    assert quiet.output.strip().splitlines()[-1] == "1/3 env(s) verified"
-    good = invoke("check", found["good"], "-q")
+    assert quiet.output.strip().splitlines()[-1] == "0/2 env(s) verified"
+    good = invoke("check", tmp_path, "-q")
     assert good.exit_code == 0 and good.output.strip() == "1/1 env(s) verified"
-    data = json.loads(invoke("check", tmp_path, "--json").output)
+    data = json.loads(invoke("check", tmp_path / "envs" / "city_library", tmp_path / "failed", "--json").output)
     assert data["verified"] == 1
     by_folder = {Path(e["path"]).name: e for e in data["envs"]}
     assert by_folder["nodb_library"]["status"] == "failed" and by_folder["nodb_library"]["changed"] is False
@@ -207,6 +211,7 @@ def test_cache_commands_never_create_a_folder_and_reject_an_unknown_stage(fake_m
 def test_rollout_counts_errored_episodes_as_errors_and_exits_1(library, fake_model, tmp_path, monkeypatch):
     monkeypatch.setenv("SYNTH_CACHE_DIR", str(tmp_path / "cache"))
     copy_env(library, tmp_path / "envs" / "city_library")
+    fake_model.script.add("ping", "*", Reply(json={"ok": True, "word": "pong"}))  # the model check passes
     fake_model.script.add("rollout", "*", Reply(fault="400"))
     out = tmp_path / "traj.jsonl"
     result = invoke("rollout", tmp_path / "envs", "--model", "openai/m", "--base-url", fake_model.openai_base_url,
@@ -254,7 +259,7 @@ def test_every_synth_command_the_docs_and_seed_files_mention_exists():
     commands = {c.name or c.callback.__name__ for c in app.registered_commands}
     commands |= {g.name for g in app.registered_groups}
     texts = [(REPO / "README.md").read_text(), *(p.read_text() for p in (REPO / "seeds").glob("*.txt"))]
-    mentioned = {m for text in texts for m in re.findall(r"`synth ([a-z]+)", text)}
+    mentioned = {m for text in texts for m in re.findall(r"`synth ([a-z][a-z-]*[a-z])", text)}
     assert mentioned and mentioned <= commands, mentioned - commands
 
 

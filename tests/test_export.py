@@ -74,7 +74,7 @@ def test_sft_rows_keep_passed_trajectories_with_tools(trajectories: Path, tmp_pa
     rows = read_jsonl(tmp_path / "sft.jsonl")
     assert sorted(r["task_id"] for r in rows) == ["task_01", "task_02", "task_03"]
     row = next(r for r in rows if r["task_id"] == "task_02")
-    assert set(row) == {"messages", "tools", "env_id", "task_id", "reward"} and row["reward"] == 1.0
+    assert set(row) == {"messages", "tools", "env_id", "task_id", "reward", "tokens"} and row["reward"] == 1.0
     assert [t["function"]["name"] for t in row["tools"]] == [t.name for t in TOOLS]
     roles = [m["role"] for m in row["messages"]]
     assert roles == ["system", "user", "assistant", "tool", "assistant", "tool", "assistant", "tool", "assistant"]

@@ -88,7 +88,8 @@ def test_parquet_follows_the_rlhf_dataset_contract(env_root: Path, tmp_path: Pat
     compile(source, "synth_agent_loop.py", "exec")
     assert '"http://trainer-host:8000"' in source
     readme = (out / "README.md").read_text()
-    assert "estimated" in result.output and "data.max_prompt_length=" in readme
+    assert "counted with Qwen3 (bundled)'s chat template" in result.output and "data.max_prompt_length=" in readme
+    assert "pip install verl cachetools" in readme  # verl imports cachetools without declaring it
 
 
 @pytest.mark.parametrize("tokenizer_name", ["llama_style", "qwen_style"])

@@ -7,14 +7,18 @@ use no key, or the fake model server, and must stop before any stage.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import pty
 import re
 import select
+import signal
 import subprocess
 import sys
+import termios
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from fake_server import FakeModelServer
@@ -35,15 +39,31 @@ def synth(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=600)
 
 
-def run_in_pty(args: list[str], cwd: Path, env: dict[str, str], timeout: float = 600) -> tuple[int, str]:
-    """Run with stdin, stdout and stderr on a pseudo-terminal; (exit status, everything it printed)."""
+def run_in_pty(args: list[str], cwd: Path, env: dict[str, str], timeout: float = 600, *,
+               interrupt_when: Callable[[], bool] | None = None, typed: list[float] | None = None) -> tuple[int, str]:
+    """Run with stdin, stdout and stderr on a pseudo-terminal; (exit status, everything it printed).
+
+    With `interrupt_when`, the terminal is the process's controlling terminal and Ctrl-C is typed on it
+    (the line discipline sends SIGINT to the foreground process group, as for a user) once it holds;
+    the time it was typed is appended to `typed`."""
     master, slave = pty.openpty()
-    proc = subprocess.Popen(args, cwd=cwd, env=env, stdin=slave, stdout=slave, stderr=slave, close_fds=True)
+
+    def controlling_terminal() -> None:
+        os.setsid()
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    proc = subprocess.Popen(args, cwd=cwd, env=env, stdin=slave, stdout=slave, stderr=slave, close_fds=True,
+                            preexec_fn=controlling_terminal if interrupt_when else None)
     os.close(slave)
-    chunks, deadline = [], time.monotonic() + timeout
+    chunks, deadline, sent = [], time.monotonic() + timeout, False
     try:
         while time.monotonic() < deadline:
-            ready, _, _ = select.select([master], [], [], 0.5)
+            if interrupt_when is not None and not sent and interrupt_when():
+                os.write(master, b"\x03")
+                sent = True
+                if typed is not None:
+                    typed.append(time.monotonic())
+            ready, _, _ = select.select([master], [], [], 0.2 if interrupt_when else 0.5)
             if not ready:
                 if proc.poll() is not None:
                     break
@@ -58,7 +78,8 @@ def run_in_pty(args: list[str], cwd: Path, env: dict[str, str], timeout: float =
         proc.wait(timeout=max(1.0, deadline - time.monotonic()))
     finally:
         if proc.poll() is None:
-            proc.kill()
+            os.killpg(proc.pid, signal.SIGKILL) if interrupt_when else proc.kill()
+            proc.wait()
         os.close(master)
     return proc.returncode, b"".join(chunks).decode("utf-8", "replace")
 

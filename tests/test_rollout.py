@@ -182,6 +182,7 @@ def test_cli_rollout(gold_player, fake_model, envs, tmp_path, monkeypatch):
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("SYNTH_CACHE_DIR", str(tmp_path / "cache"))
+    fake_model.script.add("ping", "*", Reply(json={"ok": True, "word": "pong"}))  # rollout checks the model first
     fake_model.script.add("rollout", "*", handler=gold_player)
     out = tmp_path / "cli.jsonl"
     result = CliRunner().invoke(app, ["rollout", str(envs), "--model", "openai/test-model", "--base-url",
@@ -217,6 +218,7 @@ def test_rejected_envs_are_skipped_unless_included(gold_player, fake_model, envs
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("SYNTH_CACHE_DIR", str(tmp_path / "cache"))
+    fake_model.script.add("ping", "*", Reply(json={"ok": True, "word": "pong"}))
     fake_model.script.add("rollout", "*", handler=gold_player)
     write_review(envs / "envs" / "city_library", "rejected", note="task_03 is ambiguous")
     out = tmp_path / "rejected.jsonl"

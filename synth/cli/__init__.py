@@ -15,6 +15,7 @@ from synth.cli import build  # noqa: F401  (build)
 from synth.cli import verify  # noqa: F401  (verify, check)
 from synth.cli import use  # noqa: F401  (serve, rollout, export)
 from synth.cli import run  # noqa: F401  (run, show, stats)
+from synth.cli import runs  # noqa: F401  (runs, rebuild-db)
 from synth.cli import view  # noqa: F401  (view)
 from synth.cli.app import app, main
 

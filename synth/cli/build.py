@@ -37,10 +37,11 @@ def build(
     items = load_scenarios(scenarios)
     digest = hashlib.sha256(scenarios.read_bytes()).hexdigest()
     run_id = settings.run_id or derive_run_id({"command": "build", "scenarios": digest, "model": settings.model})
+    gateway = Gateway(settings)  # no model, no replay file: one error line before any run folder exists
     store = RunStore.open(settings.out, run_id)
     try:
-        store.write_config(settings.public_dict())
-        gateway = Gateway(settings, recorder=store, spent_before=store.usage()["total"]["cost"])
+        store.write_config({**settings.public_dict(), "command": "build"})
+        gateway.record_into(store, spent_before=store.usage()["total"]["cost"])
         results = asyncio.run(build_all(items, gateway, settings, settings.out, store=store,
                                         parallel=settings.parallel_envs, on_result=lambda r: typer.echo(_line(r))))
     finally:
@@ -50,5 +51,6 @@ def build(
     usage = gateway.usage.total
     typer.echo(f"{len(results)} scenario(s): {summary}; {usage.calls} model call(s) ({usage.cached} cached), "
                f"${usage.cost:.4f}; run {run_id} in {settings.out}")
-    if counts["stopped"]:
-        typer.echo("the budget ran out: raise --max-cost and rerun the same command to continue", err=True)
+    if counts["stopped"]:  # the budget, or a model whose answers keep failing validation (it says so)
+        typer.echo(gateway.usage.halted or "the budget ran out: raise --max-cost and rerun the same command to "
+                   "continue", err=True)

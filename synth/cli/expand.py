@@ -25,6 +25,7 @@ def scenarios_command(
 
     The run's state goes to <out-dir>/runs/ and the cache to <out-dir>/.cache."""
     from synth.cli.model import preflight
+    from synth.pipeline.runner import shown_reason
     from synth.pipeline.scenarios import run_scenarios
     from synth.pipeline.seeds import load_seeds
 
@@ -38,8 +39,10 @@ def scenarios_command(
     for seed, reason in result.stalled.items():
         typer.echo(f"  seed {seed!r}: {reason}")
     for failure in result.failures:
-        typer.echo(f"  failed {failure.stage} {failure.item_id}: {failure.error[:300]}")
+        typer.echo(f"  failed {failure.stage} {failure.item_id}: {shown_reason(failure.error)}")
     typer.echo(f"{len(result.kept)} scenario(s) -> {run.out}; {len(result.rejected)} rejected with reasons -> "
                f"{run.rejected}; compared against {run.existing} existing; run {run.run_id}")
-    if result.budget_stopped:
-        typer.echo("the budget ran out: raise --max-cost and rerun the same command to continue", err=True)
+    if result.budget_stopped:  # the budget, or a model whose answers keep failing validation (its own message)
+        halted = (result.budget_message or "").startswith("stopped:")
+        typer.echo(result.budget_message if halted else
+                   "the budget ran out: raise --max-cost and rerun the same command to continue", err=True)

@@ -48,8 +48,8 @@ def ping_model(settings: Settings) -> tuple[Any, Pong, float]:
     return gateway, answer, time.monotonic() - started
 
 
-def preflight(settings: Settings) -> str:
-    """Before any stage: resolve model, key and endpoint with the ping call; one line on failure.
+def preflight(settings: Settings, before: str = "any stage") -> str:
+    """Before any stage (or any episode: `before`): resolve model, key and endpoint with the ping call; one line on failure.
 
     A model that answers at all has a working key, endpoint and name, so an answer that
     misses the JSON shape passes here (the stages repair such answers). Recorded
@@ -66,7 +66,7 @@ def preflight(settings: Settings) -> str:
     except StructuredOutputError:
         return f"{settings.model} answers (not in the JSON shape asked; the stages will repair that)"
     except ModelError as exc:
-        raise ModelError(f"model check failed before any stage: {exc}") from None
+        raise ModelError(f"model check failed before {before}: {exc}") from None
     return f"{settings.model} answers ({seconds:.1f}s)"
 
 

@@ -26,7 +26,7 @@ from synth.config import CONFIG_FILE, ENV_PREFIX, Settings, resolve_settings
 # Which settings a command group affects. "all" = every field, including ones added later.
 GROUPS: dict[str, tuple[str, ...]] = {
     "model": ("model", "base_url", "temperature", "max_tokens", "concurrency", "timeout", "max_attempts",
-              "retry_base_delay", "max_retry_seconds", "repair_turns", "max_cost", "prices_file", "cache_dir",
+              "retry_base_delay", "max_retry_seconds", "repair_turns", "max_invalid_streak", "max_cost", "prices_file", "cache_dir",
               "no_cache", "replay_file"),
     "output": ("out", "run_id"),
     "scenarios": ("dedup_threshold", "dedup_borderline", "max_stall_rounds"),
@@ -75,7 +75,8 @@ def _option(field: str, rename: dict[str, str] | None) -> tuple[Any, Any]:
     info = Settings.model_fields[field]
     kind = _cli_type(info.annotation)
     decls = [flag_name(field, rename)] + ([SHORT[field]] if field in SHORT else [])
-    help_text = info.description or field.replace("_", " ")
+    # Typer renders help as Rich markup: escape brackets so `synth[ray]` stays as written.
+    help_text = (info.description or field.replace("_", " ")).replace("[", "\\[")
     if kind is bool:  # a switch: given = true; "not given" leaves the other sources in charge
         return Optional[bool], typer.Option(None, *decls, help=help_text, show_default=False,
                                             rich_help_panel=PANEL)

@@ -11,6 +11,7 @@ from typing import Any, Optional
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from synth.cli.app import app
 from synth.cli.options import settings_options
@@ -55,9 +56,20 @@ def _demo_room(seed_list: list, n: int, settings: Settings) -> int:
     from synth.pipeline.store import RUN_DB
 
     run_dir = Path(settings.out) / "runs" / run_id_for(seed_list, n, settings)
-    if (run_dir / RUN_DB).exists():
-        return n  # resuming: the room was decided when the run started
-    taken = {name_key(s.seed) for s in load_existing(settings.out)}
+    held = load_existing(settings.out)
+    if (run_dir / RUN_DB).exists():  # resuming: the room is what the folder held when the run started
+        from synth.artifacts import Scenario
+        from synth.pipeline.runner import EXISTING_ITEM
+        from synth.pipeline.store import RunStore
+
+        store = RunStore(run_dir)
+        try:
+            row = store.get(*EXISTING_ITEM)
+        finally:
+            store.close()
+        if row and row["status"] == "done":
+            held = [Scenario.model_validate(s) for s in row["output"]]
+    taken = {name_key(s.seed) for s in held}
     room = sum(name_key(s.name) not in taken for s in seed_list)
     where = Path(settings.out) / "envs"
     if room == 0:
@@ -81,6 +93,7 @@ def run(
     from synth.pipeline.progress import make_progress
     from synth.pipeline.runner import Pipeline
     from synth.pipeline.seeds import bundled_seeds_path, load_seeds
+    from synth.pipeline.store import check_output_folder
 
     if settings.executor == "ray":  # before any work: a missing extra or a wrong address is a one-line error
         from synth.pipeline.executor import require_ray
@@ -89,13 +102,16 @@ def run(
         from synth.pipeline.executor_ray import cluster_address
 
         cluster_address(settings.ray_address)
+    if n is not None and n < 1:
+        raise InputError(f"-n is the number of verified environments wanted; it must be at least 1, got {n}")
+    check_output_folder(settings.out)
+    if seeds is not None:
+        load_seeds(seeds)  # a missing or malformed seed file is named before anything about the model
     demo = settings.model is None
     if demo:
         settings, seeds, n = _demo(settings, seeds, n)
     if n is None:
         raise InputError("pass -n N: how many verified environments to synthesize")
-    if n < 1:
-        raise InputError(f"-n is the number of verified environments wanted; it must be at least 1, got {n}")
     seed_list = load_seeds(seeds or bundled_seeds_path())
     target = n
     if demo:
@@ -134,8 +150,8 @@ def print_summary(summary: dict[str, Any]) -> None:
         failures.add_column("reason")
         failures.add_column("count", justify="right")
         failures.add_column("examples")
-        for reason, info in summary["failures"].items():
-            failures.add_row(reason, str(info["count"]), ", ".join(info["examples"]))
+        for reason, info in summary["failures"].items():  # Text: a reason's brackets are not markup
+            failures.add_row(Text(reason), str(info["count"]), Text(", ".join(info["examples"])))
         console.print(failures)
     total = summary["usage"]["total"]
     per = summary["per_verified_env"]
@@ -207,7 +223,11 @@ def stats(
     if not (folder / RUN_DB).exists():
         folder = Path(settings.out) / "runs" / run
     if not (folder / RUN_DB).exists():
-        raise InputError(f"no run at {run!r}: pass a run folder (generated/runs/<id>) or a run id")
+        if (Path(run) / "runs").is_dir():
+            raise InputError(f"{run!r} is an output folder, not a run: `synth runs {run}` lists its runs; pass "
+                             "one of them (its folder, or its id with --out)")
+        raise InputError(f"no run at {run!r}: pass a run folder (generated/runs/<id>) or a run id "
+                         "(`synth runs` lists them)")
     store = RunStore(folder)
     try:
         data = {"run": str(folder), "items": store.counts(), "usage": store.usage()}

@@ -132,10 +132,15 @@ def rollout(
                                           "review.json"),
 ) -> None:
     """Run a model as an agent on the envs' tasks and write trajectories with rewards."""
+    from synth.cli.model import preflight
+    from synth.folder.dirs import find_env_dirs
     from synth.use.rollout import rollout as run_rollout
 
     if settings.model is None:
         raise InputError("no model: pass --model provider/model, the agent to roll out (e.g. openai/gpt-4.1-mini)")
+    find_env_dirs(dir)  # a wrong folder is named before the model is asked anything
+    # As `synth run` does: a missing key or an unreachable --base-url is one line now, not an error per episode.
+    typer.echo(f"model check: {preflight(settings, before='any episode')}", err=True)
     s = run_rollout(dir, settings, out, tasks=tasks, concurrency=concurrency, max_turns=max_turns, window=window,
                     split=split.value if split else None, trusted=trusted, reward=reward.value,
                     include_rejected=include_rejected)
@@ -195,8 +200,9 @@ def export_cmd(
     name: str = typer.Option("synth-envs", "--name", help="verifiers: distribution / taskset id"),
     max_turns: int = typer.Option(10, "--max-turns", help="verl: model turns per trajectory"),
     tokenizer: Optional[str] = typer.Option(None, "--tokenizer",
-                                            help="verl: tokenizer (local folder or model id) to count prompt tokens "
-                                                 "exactly with its chat template; without it they are estimated"),
+                                            help="verl, sft: the tokenizer of the model you train (local folder or "
+                                                 "model id) to count tokens exactly with its chat template; default: "
+                                                 "the bundled Qwen3 one, with a margin"),
     max_prompt_length: Optional[int] = typer.Option(None, "--max-prompt-length",
                                                     help="verl: data.max_prompt_length for the README command "
                                                          "(default: the longest prompt, rounded up); warns when a "

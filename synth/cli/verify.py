@@ -77,8 +77,13 @@ def _check_one(env_dir: Path, settings: Settings, pool: object) -> dict:
                 "changed": False, "error": " ".join(why.split())[:500], "gates": []}
     from synth.pipeline.verify import probes_report
 
-    return {"env_id": result.env_id, "path": result.path, "status": result.status, "previous_status": before,
-            "changed": before != result.status, "error": None,
+    from synth.pipeline.layout import place_env
+
+    # envs/ holds verified envs only: an env whose status changed moves to where it now belongs
+    where = place_env(env_dir, result.status) if before != result.status else env_dir
+    return {"env_id": result.env_id, "path": str(where), "status": result.status, "previous_status": before,
+            "changed": before != result.status, "moved_from": str(env_dir) if where != env_dir else None,
+            "error": None,
             "gates": [g.model_dump(mode="json") for g in result.gates], "failures": failed_gate_lines(result.gates),
             "probes": probes_report(result.gates) or {}}
 
@@ -130,6 +135,8 @@ def _print_check(r: dict, quiet: bool) -> None:
         typer.echo(f"     probes {task_id}: {probe_line(records)}")
     if r["changed"] and r["status"] != "error":
         typer.echo(f"     status changed: {r['previous_status']} -> {r['status']} (env.json and report.json updated)")
+    if r.get("moved_from"):
+        typer.echo(f"     moved to {r['path']}")
 
 
 @app.command()
@@ -169,8 +176,13 @@ def verify(
         pool.close()
     for error in errors:
         typer.echo(f"error: {error}", err=True)
+    from synth.pipeline.layout import place_env
+
     for result in results:
+        moved = place_env(Path(result.path), result.status) if not result.budget_stopped else Path(result.path)
         _table(result.env_id, result.status, result.gates, console)
+        if moved != Path(result.path):
+            typer.echo(f"{result.env_id}: moved to {moved}")
         note = "budget reached; rerun to continue" if result.budget_stopped else "; ".join(result.reasons)[:300]
         typer.echo(f"{result.env_id}: {result.status}" + (f" (pass rate {result.pass_rate:.0%})"
                                                            if result.pass_rate is not None else "")

@@ -35,6 +35,16 @@ def find_env_dirs(root: Path | str) -> list[Path]:
 
 
 SQLITE_HEADER = b"SQLite format 3\x00"
+DB_FILE = "db/initial.sqlite"
+
+
+def missing_hint(root: Path | str, missing: Iterable[str]) -> str:
+    """What to do about files missing from an env folder, naming the command that does it."""
+    missing = list(missing)
+    if missing == [DB_FILE]:
+        return f"`synth rebuild-db {root}` rebuilds it from db/schema.sql and db/data.sql"
+    return ("the env folder is incomplete: copy the whole folder again, or build the env again from its "
+            "scenario (`synth build`)")
 
 
 def static_problems(root: Path | str, tools: Iterable[str], verifiers: Iterable[str]) -> list[str]:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from synth.errors import InputError
+from synth.folder.dirs import missing_hint
 
 ENV_ID_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 
@@ -64,7 +65,7 @@ def _open_beneath(root: Path, rel: str) -> int:
                     raise EnvFileError(f"{root / rel}: a symbolic link; env folders must hold regular files "
                                        "only, copy the real file in") from None
                 if isinstance(exc, FileNotFoundError):
-                    raise EnvFileError(f"{root / rel}: missing; the env folder is incomplete, rebuild it") from None
+                    raise EnvFileError(f"{root / rel}: missing; {missing_hint(root, [rel])}") from None
                 raise EnvFileError(f"{root / rel}: cannot be opened ({exc.strerror})") from None
             os.close(fd)
             fd = nxt

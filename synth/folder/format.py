@@ -30,6 +30,7 @@ from synth import __version__
 from synth.artifacts import ActingUser, EnvManifest, EnvStatus, Rules, Scenario, Task, ToolSpec
 from synth.errors import InputError, SynthError
 from synth.folder.database import DatabaseError, build_database, db_sha256, open_bytes, table_columns, table_counts
+from synth.folder.dirs import missing_hint
 from synth.folder.toolschema import PY_TYPES, check_portable_schema, schema_to_params
 from synth.runtime.codecheck import parse_source
 
@@ -350,7 +351,7 @@ def read_env_draft(path: Path | str) -> EnvDraft:
         raise InputError(f"env folder not found: {root}; pass the path of a folder under generated/envs/")
     missing = [f for f in FILES if not (root / f).is_file()]
     if missing:
-        raise InputError(f"{root}: missing {', '.join(missing)}; the folder is incomplete, rebuild the env")
+        raise InputError(f"{root}: missing {', '.join(missing)}; {missing_hint(root, missing)}")
 
     def text(rel: str) -> str:
         return (root / rel).read_text(encoding="utf-8")

@@ -1,12 +1,12 @@
 """Env folders and input files as bytes, for a worker on another machine (`--executor ray`).
 
 A worker gets an env's folders as they are in the driver's output folder and
-returns them finished, as a tar: `envs/<env_id>/` and `failed/<env_id>/`, each
-present or absent. Unpacking makes the receiving output folder hold exactly
+returns them finished, as a tar: `envs/<env_id>/`, `built/<env_id>/` and
+`failed/<env_id>/`, each present or absent. Unpacking makes the receiving output folder hold exactly
 what the tar holds for that env (a folder the tar lacks is removed), so the
 driver's folder ends as the worker's did. Nothing assumes a shared file system.
 
-Unpacking extracts into a staging folder first, accepts only those two folders
+Unpacking extracts into a staging folder first, accepts only those folders
 (no links, no paths that climb out), then swaps each into place with renames.
 """
 
@@ -19,7 +19,7 @@ import uuid
 from pathlib import Path
 
 from synth.errors import SynthError
-from synth.pipeline.build import ENVS_DIR, FAILED_DIR
+from synth.pipeline.layout import ENV_FOLDERS
 
 STAGING = ".incoming"  # under the output folder, removed after each unpack
 
@@ -50,21 +50,21 @@ def _untar(data: bytes, dest: Path, allowed: set[str]) -> None:
 
 
 def pack_env(out: Path, env_id: str) -> bytes:
-    """The env's folders in `out` (envs/<id>, failed/<id>; those that exist) as a tar."""
+    """The env's folders in `out` (envs/<id>, built/<id>, failed/<id>; those that exist) as a tar."""
     out = Path(out)
-    entries = {f"{folder}/{env_id}": out / folder / env_id for folder in (ENVS_DIR, FAILED_DIR)}
+    entries = {f"{folder}/{env_id}": out / folder / env_id for folder in ENV_FOLDERS}
     return _tar({name: path for name, path in entries.items() if path.is_dir()})
 
 
 def unpack_env(data: bytes, out: Path, env_id: str) -> None:
     """Make `out`'s folders for this env exactly the tar's: each is replaced, added or removed."""
     out = Path(out)
-    names = {f"{folder}/{env_id}" for folder in (ENVS_DIR, FAILED_DIR)}
+    names = {f"{folder}/{env_id}" for folder in ENV_FOLDERS}
     staging = out / STAGING / f"{env_id}.{uuid.uuid4().hex[:8]}"
     staging.mkdir(parents=True)
     try:
         _untar(data, staging / "new", names)
-        for folder in (ENVS_DIR, FAILED_DIR):
+        for folder in ENV_FOLDERS:
             dest, new = out / folder / env_id, staging / "new" / folder / env_id
             if dest.exists():
                 dest.rename(staging / f"old-{folder}")

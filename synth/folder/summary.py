@@ -18,6 +18,7 @@ from rich.table import Table
 
 from synth.errors import InputError
 from synth.folder.database import table_counts
+from synth.folder.dirs import static_problems
 
 SCENARIO_CHARS = 600
 
@@ -60,7 +61,8 @@ def _manifest(root: Path) -> dict[str, Any]:
 def _tables(root: Path, problems: list[str]) -> dict[str, int]:
     db_file = root / "db" / "initial.sqlite"
     if not db_file.is_file():
-        problems.append("db/initial.sqlite is missing: the env cannot run; rebuild it")
+        problems.append(f"db/initial.sqlite is missing: the env cannot run; `synth rebuild-db {root}` "
+                        "rebuilds it from db/schema.sql and db/data.sql")
         return {}
     try:
         conn = sqlite3.connect(f"file:{db_file}?mode=ro", uri=True)
@@ -99,6 +101,8 @@ def env_summary(env_dir: Path | str) -> dict[str, Any]:
     manifest = _manifest(root)
     problems: list[str] = []
     report = _read_json(root / "report.json", "report.json", problems, {})
+    if not (root / "tools.json").exists():
+        problems.append("tools.json is missing")
     tools = _read_json(root / "tools.json", "tools.json", problems, [])
     if not isinstance(tools, list) or not all(isinstance(t, dict) and t.get("name") for t in tools):
         problems.append("tools.json is not a list of tools with names")
@@ -106,10 +110,14 @@ def env_summary(env_dir: Path | str) -> dict[str, Any]:
     report = report if isinstance(report, dict) else {}
     results = (report.get("gates") or {}).get("results") or {}
     gates = [{"name": name, **result} for name, result in results.items() if isinstance(result, dict)]
+    tables, tasks = _tables(root, problems), _tasks(root, problems)
+    # Every problem at once (tools.py and verifiers.py too), not only the first a loader would hit.
+    problems += [p for p in static_problems(root, [t["name"] for t in tools], [t.get("verifier") for t in tasks])
+                 if not p.startswith("db/initial.sqlite")]  # _tables reported the database
     return {
         "path": str(root), "id": manifest["id"], "title": manifest["title"], "status": manifest["status"],
         "failure_reason": manifest.get("failure_reason"), "scenario": str(manifest.get("scenario") or ""),
-        "tables": _tables(root, problems), "tools": tools, "tasks": _tasks(root, problems), "gates": gates,
+        "tables": tables, "tools": tools, "tasks": tasks, "gates": gates,
         "usage": report.get("verify_usage") or report.get("usage") or {}, "problems": problems,
         "probes": report.get("probes") if isinstance(report.get("probes"), dict) else {},
     }

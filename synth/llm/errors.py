@@ -22,6 +22,11 @@ class BudgetExceeded(ModelError):
     """The --max-cost budget is spent: no new model call starts."""
 
 
+class RunHalted(BudgetExceeded):
+    """Nearly every answer of a stage failed validation: the model does not answer in the shape
+    asked, so no new call starts. Handled like a spent budget (work stops cleanly, a rerun resumes)."""
+
+
 class StructuredOutputError(ModelError):
     """The model's answer still failed validation after every repair turn."""
 

@@ -92,7 +92,8 @@ class Gateway:
         self.provider = provider or make_provider(self.spec, settings)
         self.cache = cache if cache is not None else (None if settings.no_cache else ResponseCache(settings.cache_dir))
         self.prices = PriceTable.load(settings.prices_file)
-        self.usage = usage if usage is not None else UsageMeter(settings.max_cost, spent_before)
+        self.usage = usage if usage is not None else UsageMeter(settings.max_cost, spent_before,
+                                                                max_invalid_streak=settings.max_invalid_streak)
         self.limiter = AdaptiveLimiter(settings.concurrency)
         self.recorder = recorder
         self._judge: Gateway | None = None
@@ -100,6 +101,12 @@ class Gateway:
     @property
     def model(self) -> str:
         return self.spec.full
+
+    def record_into(self, recorder: CallRecorder, *, spent_before: float = 0.0) -> None:
+        """Record calls into a run store opened after this gateway (so a bad model setting fails
+        before any run folder exists), counting what the run spent before toward the budget."""
+        self.recorder = recorder
+        self.usage.spent_before = spent_before
 
     def judge(self) -> "Gateway":
         """The gateway of the checking agent: --judge-model (with --judge-base-url), or this one.
@@ -177,6 +184,7 @@ class Gateway:
             except (ValidationError, NoJSONFound, ValueError) as exc:
                 problems = describe_problems(exc)
                 self._record(request, completion, latency, status="invalid", error=problems)
+                self.usage.answer(stage, valid=False, problems=problems)
                 convo += [
                     {"role": "assistant", "content": completion.text},
                     {"role": "user", "content": f"Your answer has problems: {problems}\n"
@@ -184,13 +192,15 @@ class Gateway:
                 ]
                 continue
             self._record(request, completion, latency, status="ok")
+            self.usage.answer(stage, valid=True)
             if not completion.cached:
                 self._store(key, stage, subject, completion)
                 if key != first_key:
                     self._store(first_key, stage, subject, completion)
             return value
         raise StructuredOutputError(
-            f"{self.model}: answer for {stage}/{subject} still invalid after {turns + 1} turn(s): {problems[:300]}"
+            f"{self.model}: answer for {stage}/{subject} still invalid after {turns + 1} turn(s): "
+            + (problems if len(problems) <= 300 else problems[:300].rsplit(" ", 1)[0] + " ...")
         )
 
     async def chat(

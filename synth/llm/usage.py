@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Protocol
 
 from synth.config import ConfigError
-from synth.llm.errors import BudgetExceeded
+from synth.llm.errors import BudgetExceeded, RunHalted
 
 
 @dataclass(frozen=True)
@@ -83,6 +83,7 @@ class Totals:
     completion_tokens: int = 0
     cached_tokens: int = 0  # prompt tokens the provider served from its prompt cache
     cost: float = 0.0
+    invalid: int = 0  # answers that failed validation (each repair turn counts)
 
     def add(self, *, cached: bool, prompt_tokens: int, completion_tokens: int, cost: float,
             cached_tokens: int = 0) -> None:
@@ -119,6 +120,9 @@ class UsageMeter:
     total: Totals = field(default_factory=Totals)
     by_stage: dict[str, Totals] = field(default_factory=lambda: defaultdict(Totals))
     ledger: Ledger | None = None
+    max_invalid_streak: int = 0  # 0: never halt; else halt once a stage has this many invalid answers in a row
+    halted: str | None = None  # why no new call may start, though budget remains
+    _streaks: dict[str, int] = field(default_factory=lambda: defaultdict(int), repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
@@ -129,14 +133,37 @@ class UsageMeter:
 
     @property
     def budget_reached(self) -> bool:
-        return self.max_cost is not None and self.spent >= self.max_cost
+        """No new call may start: the budget is spent, or the run was halted (see `answer`)."""
+        return self.halted is not None or (self.max_cost is not None and self.spent >= self.max_cost)
 
     def check_budget(self) -> None:
+        if self.halted is not None:
+            raise RunHalted(self.halted)
         if self.budget_reached:
             raise BudgetExceeded(
                 f"budget of ${self.max_cost:.2f} reached (spent ${self.spent:.4f}); "
                 "no new model calls start; raise --max-cost and rerun the same command to continue"
             )
+
+    def answer(self, stage: str, *, valid: bool, problems: str = "") -> None:
+        """Count a structured answer's validation. A stage whose last `max_invalid_streak` answers all
+        failed (none valid in between) halts the run: a model that answers in the wrong shape would
+        otherwise spend every seed's repair turns before anyone is told."""
+        with self._lock:
+            if valid:
+                self._streaks[stage] = 0
+                return
+            self.total.invalid += 1
+            self.by_stage[stage].invalid += 1
+            self._streaks[stage] += 1
+            limit = self.max_invalid_streak
+            if limit and self._streaks[stage] >= limit and self.halted is None:
+                latest = " ".join(problems.split())
+                latest = latest if len(latest) <= 160 else latest[:160].rsplit(" ", 1)[0] + " ..."
+                self.halted = (f"stopped: the last {self._streaks[stage]} answers of stage {stage} all failed "
+                               f"validation (latest: {latest}); the model does not answer in the shape asked: "
+                               "check --model and --base-url with `synth ping`, or use a stronger model, then "
+                               "rerun the same command to resume")
 
     def record(self, stage: str, *, cached: bool, prompt_tokens: int, completion_tokens: int, cost: float,
                cached_tokens: int = 0, spend: bool = True) -> None:

@@ -3,11 +3,12 @@
 Each stage validates its artifact by executing it and repairs it from concrete
 errors (synth/pipeline/stages/*). A scenario whose repairs run out is written as a
 `failed` env under <out>/failed/<env_id>/ with its reason and every stage's
-report, and the next scenario goes on; a built env goes to <out>/envs/<env_id>/
+report, and the next scenario goes on; a built env goes to <out>/built/<env_id>/
 with status `built` (verification later adds gold solutions, verifiers and
-gates and turns it into `verified` or `failed`).
+gates and turns it into `verified`, moved to <out>/envs/, or `failed`; see
+synth/pipeline/layout.py).
 
-Resume: an env whose folder is already in <out>/envs/ is skipped (and, with a
+Resume: an env whose folder is already in <out>/envs/ or <out>/built/ is skipped (and, with a
 run store, so is one whose build failed on its last allowed attempt). A retry
 after a quality failure asks for fresh answers (the next cache `sample`), since
 the cached ones would fail the same way; a retry after a transient model error
@@ -32,6 +33,7 @@ from synth.config import Settings
 from synth.errors import InputError, SynthError
 from synth.folder.format import DEFAULT_TODAY, EnvDraft, EnvFolderError, write_env
 from synth.llm import BudgetExceeded, Gateway, StructuredOutputError
+from synth.pipeline.layout import built_path, env_path, failed_path
 from synth.pipeline.stages.data import generate_data, table_order
 from synth.pipeline.stages.envcontext import EnvContext
 from synth.pipeline.stages.repair import StageFailed, StageReport
@@ -44,8 +46,6 @@ from synth.pipeline.store import RunStore
 STORE_STAGE = "build"  # run-store item per env: stage "build", item id = env_id
 BUILD_ATTEMPTS = 2  # a failed build is retried once by rerunning the same command
 STAGES = ("tasks", "schema", "data", "tool_spec", "tool_code")
-ENVS_DIR = "envs"
-FAILED_DIR = "failed"
 
 BuildStatus = Literal["built", "verified", "failed", "stopped"]
 
@@ -58,14 +58,6 @@ class BuildResult(BaseModel):
     counts: dict[str, int] = Field(default_factory=dict)
     report: dict[str, Any] = Field(default_factory=dict)
     resumed: bool = False  # taken from an earlier run, not built now
-
-
-def env_path(out_dir: Path | str, env_id: str) -> Path:
-    return Path(out_dir) / ENVS_DIR / env_id
-
-
-def failed_path(out_dir: Path | str, env_id: str) -> Path:
-    return Path(out_dir) / FAILED_DIR / env_id
 
 
 def _manifest(folder: Path) -> dict[str, Any] | None:
@@ -165,7 +157,7 @@ async def build_env(
 ) -> BuildResult:
     """Build one scenario's env folder; never raises for a model or validation failure.
 
-    Returns status "built" (folder in <out>/envs/), "failed" (folder in <out>/failed/,
+    Returns status "built" (folder in <out>/built/; envs/ holds verified envs only), "failed" (folder in <out>/failed/,
     with the reason) or "stopped" (the budget ran out; nothing written).
     """
     out_dir, env_id = Path(out_dir), scenario.env_id
@@ -182,7 +174,7 @@ async def build_env(
         await build.run(pool)
         build.stage = "write"
         report = build.report("built", time.monotonic() - started)
-        folder = write_env(build.draft("built", report), env_path(out_dir, env_id), db_bytes=build.db_bytes)
+        folder = write_env(build.draft("built", report), built_path(out_dir, env_id), db_bytes=build.db_bytes)
     except BudgetExceeded as exc:
         reason = f"stopped at {build.stage}: {exc}"
         if store is not None:
@@ -217,6 +209,9 @@ def _previous(scenario: Scenario, out_dir: Path, store: RunStore | None) -> Buil
     env_id = scenario.env_id
     done = env_path(out_dir, env_id)
     manifest = _manifest(done)
+    if manifest is None:  # built by an earlier run, not verified yet
+        done = built_path(out_dir, env_id)
+        manifest = _manifest(done)
     if manifest is not None:
         return BuildResult(env_id=env_id, status=manifest.get("status", "built"), path=done,
                            reason=manifest.get("failure_reason"), counts=_counts(done), resumed=True)

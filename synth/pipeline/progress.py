@@ -9,6 +9,7 @@ end (the display refreshes once more when it closes).
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -63,7 +64,8 @@ class Progress:
     def usage_line(self) -> str:
         u = self.usage() or {}
         elapsed = time.monotonic() - self.started_at
-        return (f"calls {u.get('calls', 0)} ({u.get('cached', 0)} cached)  "
+        invalid = f", {u['invalid']} invalid" if u.get("invalid") else ""
+        return (f"calls {u.get('calls', 0)} ({u.get('cached', 0)} cached{invalid})  "
                 f"tokens {u.get('prompt_tokens', 0) + u.get('completion_tokens', 0):,}  "
                 f"${u.get('cost', 0.0):.4f}  {elapsed:,.0f}s")
 
@@ -78,15 +80,41 @@ class Progress:
 
 
 class LineProgress(Progress):
-    """One line per finished item: for logs, CI and pipes."""
+    """One line per finished item: for logs, CI and pipes. While nothing finishes (a stage of many
+    model calls), a line every `every` seconds says the run is alive and what it has spent."""
+
+    every: float = 10.0
 
     def refresh(self, event: tuple[str, bool] | None = None) -> None:
         if event is None:
             return
         stage, ok = event
         c = self.stages[stage]
-        print(f"[{stage}] {c.done + c.failed}/{c.total} done={c.done} failed={c.failed} "
-              f"in_flight={c.in_flight} | {self.usage_line()}", file=sys.stderr, flush=True)
+        self._print(f"[{stage}] {c.done + c.failed}/{c.total} done={c.done} failed={c.failed} "
+                    f"in_flight={c.in_flight} | {self.usage_line()}")
+
+    def _print(self, line: str) -> None:
+        self._last = time.monotonic()
+        print(line, file=sys.stderr, flush=True)
+
+    def _beat(self) -> None:
+        while not self._stop.wait(1.0):
+            if time.monotonic() - self._last >= self.every:
+                running = " ".join(f"{name} {c.done + c.failed}/{c.total or '?'}" for name, c in self.stages.items())
+                self._print(f"[running] {running or 'starting'} | {self.usage_line()}")
+
+    def __enter__(self) -> "LineProgress":
+        self._last = time.monotonic()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name="synth-progress", daemon=True)
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        stop = getattr(self, "_stop", None)
+        if stop is not None:
+            stop.set()
+            self._thread.join(timeout=2)
 
 
 @dataclass

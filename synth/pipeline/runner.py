@@ -15,7 +15,8 @@ env's outcome (verified or failed) is final within a run; an env interrupted
 by a kill or by the budget is resumed.
 
 Where envs land: verified ones in <out>/envs/<env_id>/, failed ones in
-<out>/failed/<env_id>/ with their reasons in env.json and report.json. The run
+<out>/failed/<env_id>/ with their reasons in env.json and report.json, and
+built ones waiting for verification in <out>/built/<env_id>/. The run
 folder <out>/runs/<run_id>/ holds config.json, run.sqlite, scenarios.jsonl,
 scenarios.rejected.jsonl and summary.json.
 """
@@ -26,7 +27,6 @@ import asyncio
 import json
 import math
 import re
-import shutil
 import time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
@@ -38,7 +38,8 @@ from synth.artifacts import Scenario, Seed
 from synth.atomic import write_json_atomic
 from synth.config import Settings
 from synth.llm import BudgetExceeded, Gateway, ModelError
-from synth.pipeline.build import build_env, env_path, failed_path
+from synth.pipeline.build import build_env
+from synth.pipeline.layout import built_path, env_path, place_env
 from synth.pipeline.progress import Progress
 from synth.pipeline.scenario_files import load_existing, write_jsonl
 from synth.pipeline.scenarios import ScenarioResult, generate_scenarios
@@ -102,24 +103,27 @@ def run_id_for(seeds: list[Seed], n: int, settings: Settings) -> str:
     })
 
 
-def _move_to_failed(out: Path, env_dir: Path, env_id: str) -> Path:
-    """Failed envs are kept apart from verified ones so a trainer can take envs/ as it is."""
-    dest = failed_path(out, env_id)
-    if dest.exists():
-        shutil.rmtree(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    env_dir.rename(dest)
-    return dest
-
-
 def reason_group(reason: str | None) -> str:
-    """A key to group failures by: the reason with quoted names, paths and bare numbers masked.
+    """A key to group failures by (never shown): the reason with quoted names, paths and bare
+    numbers masked, so "HTTP 429 ... 6 attempts" and "HTTP 503 ... 2 attempts" fall together.
 
     Numbers inside identifiers (gpt-4.1-mini, tools.py, r02) are part of a name and stay."""
     text = (reason or "unknown").strip().split(" in /")[0]
     text = re.sub(r"'[^']*'|\"[^\"]*\"", "'…'", text)
     text = re.sub(r"(?<![\w./-])\d+(\.\d+)?(?![\w/-]|\.\w)", "N", text)
-    return text[:90]
+    return text[:200]
+
+
+REASON_CHARS = 400  # a failure reason longer than this is cut at a word, with "..."
+
+
+def shown_reason(reason: str | None) -> str:
+    """A failure reason as a person reads it: whole (its numbers and names as they were), on one
+    line, cut at a word with "..." only when very long."""
+    text = " ".join((reason or "unknown").split())
+    if len(text) <= REASON_CHARS:
+        return text
+    return text[:REASON_CHARS].rsplit(" ", 1)[0] + " ..."
 
 
 def _status(env_dir: Path) -> str | None:
@@ -176,7 +180,9 @@ async def build_then_verify(scenario: Scenario, gateway: Gateway, settings: Sett
                             store: RunStore | None, pool: Any, show: Progress) -> EnvOutcome:
     """The work on one env, wherever it runs: build (unless an earlier attempt built it), then verify."""
     env_id = scenario.env_id
-    path = env_path(out, env_id)
+    path = built_path(out, env_id)  # in progress; envs/ gets it once verified (synth/pipeline/layout.py)
+    if _status(path) == "verified":  # verified before a kill could move it
+        return EnvOutcome(env_id, "verified", "verify", str(place_env(path, "verified")))
     if _status(path) != "built":  # a built folder is an earlier attempt that stopped before verify
         show.started("build")
         built = await build_env(scenario, gateway, settings, out, store=store, pool=pool)
@@ -194,14 +200,14 @@ async def build_then_verify(scenario: Scenario, gateway: Gateway, settings: Sett
         return EnvOutcome(env_id, "stopped", "verify", str(path), str(exc))
     except ModelError as exc:  # an item failure: keep the env apart with its reason
         show.finished("verify", False)
-        return EnvOutcome(env_id, "failed", "verify", str(_move_to_failed(out, path, env_id)), str(exc))
+        return EnvOutcome(env_id, "failed", "verify", str(place_env(path, "failed")), str(exc))
     show.finished("verify", verified.verified)
     if verified.budget_stopped:
         return EnvOutcome(env_id, "stopped", "verify", str(path), "; ".join(verified.reasons))
     if not verified.verified:
         reason = "; ".join(verified.reasons) or f"verification ended with status {verified.status}"
-        return EnvOutcome(env_id, "failed", "verify", str(_move_to_failed(out, path, env_id)), reason)
-    return EnvOutcome(env_id, "verified", "verify", str(path))
+        return EnvOutcome(env_id, "failed", "verify", str(place_env(path, "failed")), reason)
+    return EnvOutcome(env_id, "verified", "verify", str(place_env(path, "verified")))
 
 
 # ---------------------------------------------------------------------------- the run
@@ -266,7 +272,8 @@ class Pipeline:
     async def run(self, progress: Progress) -> dict[str, Any]:
         self.progress = progress
         progress.usage = lambda: asdict(self.gateway.usage.total)  # in memory: safe after the store closes
-        self.store.write_config({**self.settings.public_dict(), "seeds": len(self.all_seeds), "n": self.n})
+        self.store.write_config({**self.settings.public_dict(), "command": "run", "seeds": len(self.all_seeds),
+                                 "n": self.n})
 
         def queued(count: int) -> None:
             progress.stage("build", count)
@@ -299,6 +306,8 @@ class Pipeline:
             wanted += f" ({earlier} from an earlier attempt of this run, same seeds, counted toward -n)"
         if reason == REACHED:
             return f"{wanted}: done"
+        if reason == BUDGET and self.gateway.usage.halted:
+            return f"{wanted}: {self.gateway.usage.halted}"
         if reason == BUDGET:
             return (f"{wanted}: the budget of ${self.settings.max_cost or 0:.2f} was reached, so no new work was "
                     "started; rerun the same command with a higher --max-cost to continue")
@@ -306,6 +315,11 @@ class Pipeline:
             return (f"{wanted}: stopped after building {started} scenario(s), the cap of "
                     f"--build-attempts-per-env {self.settings.build_attempts_per_env:g} x {self.target}; "
                     "the failures by reason say why so many failed")
+        failed = len(self.scenarios.failures)
+        if failed:
+            return (f"{wanted}: no more unique scenarios ({started} built): {failed} scenario model call(s) "
+                    "failed for good (the failures by reason say why); fix that, add seeds (--seeds) or lower "
+                    "--dedup-threshold")
         return (f"{wanted}: the seeds gave no more unique scenarios ({started} built); add seeds "
                 "(--seeds) or lower --dedup-threshold")
 
@@ -315,18 +329,25 @@ class Pipeline:
         verified = [o for o in outcomes if o.status == "verified"]
         earlier = sum(o.resumed for o in verified)
         built = [o for o in outcomes if o.stage == "verify" or o.status == "verified"]
-        groups: dict[str, list[str]] = defaultdict(list)
+        groups: dict[str, list[str]] = defaultdict(list)  # masked reason -> items
+        shown: dict[str, str] = {}  # masked reason -> the first member's reason, whole
+
+        def add(where: str, reason: str | None, item: str) -> None:
+            key = f"{where}: {reason_group(reason)}"
+            shown.setdefault(key, f"{where}: {shown_reason(reason)}")
+            groups[key].append(item)
+
         for r in scen.rejected:
             if r.stage != "surplus":
-                groups[f"{r.stage}: {reason_group(r.reason)}"].append(r.scenario.name)
+                add(r.stage, r.reason, r.scenario.name)
         for f in scen.failures:
-            groups[f"{f.stage}: {reason_group(f.error)}"].append(f.item_id)
+            add(f.stage, f.error, f.item_id)
         for o in outcomes:
             if o.status != "verified":
-                groups[f"{o.stage} {o.status}: {reason_group(o.reason)}"].append(o.env_id)
+                add(f"{o.stage} {o.status}", o.reason, o.env_id)
         total = usage["total"]
         n_ver = len(verified)
-        stopped = stop_reason == BUDGET
+        stopped = stop_reason == BUDGET and not self.gateway.usage.halted
         summary = {
             "run_id": self.run_id,
             "model": self.settings.model,
@@ -339,7 +360,8 @@ class Pipeline:
             "stop_reason": stop_reason,
             "stop_message": self.stop_message(stop_reason, n_ver, earlier, started),
             "existing_in_folder": len(self.existing),
-            "failures": {k: {"count": len(v), "examples": v[:5]} for k, v in
+            # keyed by the first member's whole reason; "similar" ones differ only in numbers and names
+            "failures": {shown[k]: {"count": len(v), "examples": v[:5]} for k, v in
                          sorted(groups.items(), key=lambda kv: -len(kv[1]))},
             "usage": usage,
             "per_verified_env": {

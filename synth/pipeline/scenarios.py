@@ -349,10 +349,11 @@ def run_scenarios(seeds_file: Path, n: int, out: Path, settings: Settings) -> Sc
         "command": "scenarios", "seeds": [s.model_dump() for s in seeds], "n": n, "model": settings.model,
         "out": str(out), "existing": taken,
     })
+    gateway = Gateway(settings)  # no model, no replay file: one error line before any run folder exists
     store = RunStore.open(settings.out, run_id)
     try:
-        store.write_config(settings.public_dict())
-        gateway = Gateway(settings, recorder=store, spent_before=store.usage()["total"]["cost"])
+        store.write_config({**settings.public_dict(), "command": "scenarios"})
+        gateway.record_into(store, spent_before=store.usage()["total"]["cost"])
         result = asyncio.run(generate_scenarios(seeds, n, gateway, settings, existing=existing, store=store))
     finally:
         store.close()

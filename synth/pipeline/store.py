@@ -20,6 +20,7 @@ from typing import Any, Literal
 import sqlite_utils
 
 from synth.atomic import write_json_atomic
+from synth.errors import InputError
 from synth.folder.sqlitedb import LockedDatabase
 
 Status = Literal["pending", "running", "done", "failed"]
@@ -87,6 +88,14 @@ def _covered(intervals: list[tuple[float, float]]) -> float:
     return total
 
 
+def check_output_folder(out: Path | str) -> Path:
+    """An output folder given as a file is one error line before anything is started."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out {out} is a file; pass a folder (it will hold envs/, runs/ and .cache/)")
+    return out
+
+
 class RunStore:
     def __init__(self, run_dir: Path):
         self.dir = Path(run_dir)
@@ -95,7 +104,7 @@ class RunStore:
 
     @classmethod
     def open(cls, out: Path, run_id: str) -> "RunStore":
-        return cls(Path(out) / "runs" / run_id)
+        return cls(check_output_folder(out) / "runs" / run_id)
 
     @property
     def run_id(self) -> str:

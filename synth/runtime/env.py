@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from synth.artifacts import EnvBug, EnvManifest, Task, ToolSpec
 from synth.errors import InputError
 from synth.folder.database import db_sha256
+from synth.folder.dirs import missing_hint
 from synth.folder.files import env_file_exists, parse_json, read_env_bytes, read_env_json, read_env_text, safe_env_id
 from synth.folder.toolschema import check_portable_schema
 from synth.runtime.episode import Episode
@@ -66,7 +67,7 @@ class Env:
                              "(e.g. generated/envs/<env_id>)")
         missing = [f for f in REQUIRED_FILES if not env_file_exists(root, f)]
         if missing:
-            raise InputError(f"{root}: missing {', '.join(missing)}; the env folder is incomplete, rebuild it")
+            raise InputError(f"{root}: missing {', '.join(missing)}; {missing_hint(root, missing)}")
         try:
             manifest = EnvManifest.model_validate(read_env_json(root, "env.json"))
             raw_tools = read_env_json(root, "tools.json")

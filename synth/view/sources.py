@@ -1,6 +1,6 @@
 """What `synth view PATH...` looks at: env folders and run folders on disk.
 
-A PATH may be an output folder (generated/: envs/, failed/, runs/), a run
+A PATH may be an output folder (generated/: envs/, built/, failed/, runs/), a run
 folder (generated/runs/<run_id>/, whose output folder's envs are shown too),
 one env folder, or a folder of env folders. Folders are listed again on every
 request (cheap), so envs and runs that appear while the viewer runs show up.
@@ -14,7 +14,7 @@ from pathlib import Path
 
 from synth.errors import InputError
 
-ENV_PARENTS = ("envs", "failed")
+ENV_PARENTS = ("envs", "built", "failed")  # verified, waiting for verification, failed
 
 
 @dataclass

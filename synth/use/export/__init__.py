@@ -32,10 +32,11 @@ def export(fmt: str, src: Path | str, out: Path | str, *, include_failed: bool =
             from synth.use.export.sft_gold import export_sft_gold
 
             return export_sft_gold(src, out, arguments=arguments, include_rejected=include_rejected,  # type: ignore[arg-type]
-                                   reward=reward)
+                                   reward=reward, tokenizer=tokenizer)
         from synth.use.export.sft import export_sft
 
-        return export_sft(src, out, include_failed=include_failed, arguments=arguments)  # type: ignore[arg-type]
+        return export_sft(src, out, include_failed=include_failed, arguments=arguments,  # type: ignore[arg-type]
+                          tokenizer=tokenizer)
     if fmt == "verl":
         from synth.use.export.verl import DEFAULT_RESPONSE_LENGTH, export_verl
 

@@ -6,6 +6,8 @@ Tool-call arguments are dicts by default, which is what Hugging Face chat
 templates render (`tool_call.arguments | tojson`); `arguments="json"` keeps
 the OpenAI wire form (JSON strings), for OpenAI-style fine-tuning files.
 Only trajectories that passed their verifier are kept unless asked otherwise.
+Each row's `tokens` is its length under the chat template (synth/use/export/tokens.py),
+and <out>.lengths.json says which `max_length` holds every row.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from synth.artifacts import Trajectory
 from synth.atomic import write_atomic
 from synth.errors import InputError
 from synth.use.export.source import read_trajectories
+from synth.use.export.tokens import load_counter, sft_lengths
 
 ArgumentsStyle = Literal["dict", "json"]
 
@@ -54,7 +57,7 @@ def sft_messages(traj: Trajectory, arguments: ArgumentsStyle = "dict") -> list[d
 
 
 def export_sft(src: Path | str, out: Path | str, *, include_failed: bool = False,
-               arguments: ArgumentsStyle = "dict") -> str:
+               arguments: ArgumentsStyle = "dict", tokenizer: str | None = None) -> str:
     if arguments not in ("dict", "json"):
         raise InputError("--arguments must be 'dict' or 'json'")
     trajectories = read_trajectories(src)
@@ -79,8 +82,9 @@ def export_sft(src: Path | str, out: Path | str, *, include_failed: bool = False
         raise InputError(f"no trajectory in {src} qualifies for SFT ({describe(skipped)}){hint}")
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
+    lengths = sft_lengths(rows, load_counter(tokenizer), out)
     write_atomic(out, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
-    return f"sft: {len(rows)} rows to {out} (skipped: {describe(skipped)})"
+    return f"sft: {len(rows)} rows to {out} (skipped: {describe(skipped)}); {lengths}"
 
 
 def describe(counts: dict[str, int]) -> str:

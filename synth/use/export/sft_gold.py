@@ -5,7 +5,7 @@ assistant turn. Only tasks whose replay passes the verifier with that answer are
 a task with no expected answer has no final turn to train on and is left out too.
 
 Rows have the shape of `export sft` rows from trajectories (TRL's conversational
-tool-calling format): {"messages", "tools", "env_id", "task_id", "reward"}.
+tool-calling format): {"messages", "tools", "env_id", "task_id", "reward", "tokens"}.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from synth.atomic import write_atomic
 from synth.errors import InputError, SynthError
 from synth.use.agent import AgentContext, agent_messages, observation_text
 from synth.use.export.sft import ArgumentsStyle, describe, sft_messages
-from synth.use.export.source import load_envs
+from synth.use.export.source import load_envs, skipped_note
+from synth.use.export.tokens import load_counter, sft_lengths
 from synth.use.replay import answer_text
 
 
@@ -48,7 +49,8 @@ def gold_trajectory(env: Any, task: Any, context: AgentContext,
 
 
 def export_sft_gold(root: Path | str, out: Path | str, *, arguments: ArgumentsStyle = "dict",
-                    include_rejected: bool = False, trusted: bool = False, reward: str = "rubric") -> str:
+                    include_rejected: bool = False, trusted: bool = False, reward: str = "rubric",
+                    tokenizer: str | None = None) -> str:
     from synth.runtime import Env
 
     if arguments not in ("dict", "json"):
@@ -72,9 +74,10 @@ def export_sft_gold(root: Path | str, out: Path | str, *, arguments: ArgumentsSt
                              "task_id": traj.task_id, "reward": traj.reward})
     if not rows:
         raise InputError(f"no task under {root} has a gold solution that passes with its expected answer "
-                         f"({describe(skipped)})")
+                         f"({describe(skipped)})" + "".join(f"; skipped {why}" for why in skipped_envs[:3]))
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
+    lengths = sft_lengths(rows, load_counter(tokenizer), out)
     write_atomic(out, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
-    note = f"; skipped {len(skipped_envs)} env(s)" if skipped_envs else ""
-    return f"sft: {len(rows)} rows from gold solutions to {out} (skipped tasks: {describe(skipped)}){note}"
+    return (f"sft: {len(rows)} rows from gold solutions to {out} (skipped tasks: {describe(skipped)}); {lengths}"
+            + skipped_note(skipped_envs))

@@ -95,6 +95,9 @@ def load_envs(root: Path | str, *, include_failed: bool = False,
         if env.manifest.status == "failed" and not include_failed:
             skipped.append(f"{path}: status is failed")
             continue
+        if env.manifest.status == "built":  # no gold, verifiers or gates yet: nothing to train on
+            skipped.append(f"{path}: status is built, not verified yet (`synth verify {path}` first)")
+            continue
         envs.append(env)
     if not envs:
         raise InputError(f"nothing to export under {root}: {'; '.join(skipped[:3]) or 'no envs'}")

@@ -3,8 +3,10 @@
 REST (OpenAPI docs at /docs):
   GET    /health                              liveness and episode counts
   GET    /envs                                served envs with their tasks
-  GET    /envs/{env_id}                       one env: tools (OpenAI schemas) and tasks
-  POST   /envs/{env_id}/episodes              {"task_id"?} -> {"episode_id", "tools", "mcp_url", ...}
+  GET    /envs/{env_id}                       one env: today, acting_user, system_prompt, tools (OpenAI
+                                               schemas) and tasks
+  POST   /envs/{env_id}/episodes              {"task_id"?} -> {"episode_id", "system_prompt", "messages"
+                                               ([system, user]), "today", "acting_user", "tools", "mcp_url", ...}
   GET    /episodes/{episode_id}               what the episode is
   POST   /episodes/{episode_id}/tools/{name}  arguments object -> {"ok", "result" | "error"}
   POST   /batch                               many episodes' tool calls in one request (toolcalls.py)
@@ -51,6 +53,7 @@ from synth.errors import SynthError
 from synth.folder.dirs import find_env_dirs
 from synth.folder.files import read_env_json
 from synth.folder.review import rejection
+from synth.use.agent import AgentContext, agent_messages, system_prompt
 from synth.use.server import toolcalls
 from synth.use.server.episodes import EpisodeRegistry, RegistryError
 from synth.use.server.faces import mount_protocol_faces
@@ -194,11 +197,21 @@ def create_app(loaded: LoadedEnvs, *, max_episodes: int = 256, idle_timeout: flo
                 for env in loaded.envs.values()]
         return {"envs": envs, "skipped": loaded.skipped}
 
+    contexts: dict[str, AgentContext] = {}
+
+    def agent_fields(env: Any) -> dict[str, Any]:
+        """What an agent must be told (as MCP's instructions tell it): the env's date, the person it acts
+        for, and the system prompt that says both; None where the env folder predates them."""
+        if env.id not in contexts:
+            contexts[env.id] = AgentContext.of_env(env.path)
+        ctx = contexts[env.id]
+        return {"today": ctx.today, "acting_user": ctx.acting_user, "system_prompt": system_prompt(ctx)}
+
     @app.get("/envs/{env_id}")
     async def get_env(env_id: str) -> dict[str, Any]:
         env = registry.env(env_id)
         return {"env_id": env.id, "title": env.manifest.title, "scenario": env.manifest.scenario,
-                "status": env.manifest.status, "tools": env.openai_tools,
+                "status": env.manifest.status, **agent_fields(env), "tools": env.openai_tools,
                 "tasks": [_task_summary(t) for t in env.tasks.values()]}
 
     @app.post("/envs/{env_id}/episodes", status_code=201)
@@ -207,8 +220,12 @@ def create_app(loaded: LoadedEnvs, *, max_episodes: int = 256, idle_timeout: flo
         task_id = body.task_id if body is not None else None
         live = await anyio.to_thread.run_sync(registry.create, env_id, task_id)
         base = str(request.base_url).rstrip("/")
+        fields = agent_fields(registry.env(live.env_id))
+        # messages: the [system, user] start every synth consumer gives the agent (rollout, exports)
+        messages = (agent_messages(contexts[live.env_id], live.instruction) if live.instruction is not None
+                    else [{"role": "system", "content": fields["system_prompt"]}])
         return {"episode_id": live.id, "env_id": live.env_id, "task_id": live.task_id,
-                "instruction": live.instruction, "tools": live.tools,
+                "instruction": live.instruction, **fields, "messages": messages, "tools": live.tools,
                 "mcp_url": f"{base}/episodes/{live.id}/mcp"}
 
     @app.get("/episodes/{episode_id}")
