@@ -181,3 +181,25 @@ def test_a_denial_covers_a_name_held_in_two_columns_but_never_a_list_of_numbers(
     assert not h.states("0 1 2 3 4 5 yes no", [2], [0, 1, 3, 4, 5])  # "no" denies no number before it
     assert [str(n) for n in h.stated_numbers("3.5 (2 on June 3 and 1.5), $4.75, 555-0104 at 9:30")] == \
         ["1.5", "2", "3.5", "4.75"]
+
+
+def test_others_gives_the_values_that_could_stand_in_for_the_quoted_ones(h):
+    conn = sqlite3.connect(":memory:")
+    conn.row_factory = sqlite3.Row
+    conn.executescript(
+        "CREATE TABLE books (id INTEGER PRIMARY KEY, title TEXT, author TEXT, copies INTEGER);"
+        "INSERT INTO books VALUES (1, 'The Night Circus', 'Erin Morgenstern', 3), (2, 'Dune', 'Frank Herbert', 4),"
+        " (3, 'Circe', 'Madeline Miller', 2);"
+        "CREATE TABLE fines (id INTEGER PRIMARY KEY, amount REAL, issued_on TEXT);"
+        "INSERT INTO fines VALUES (1, 4.75, '2025-05-20'), (2, 1.5, '2025-05-28');")
+    expected = "2 copies of The Night Circus can be borrowed now (the library has 3)."
+    wrong = h.others(conn, expected, [{"value": "2", "kind": "count"}])
+    texts = [w for w in wrong if not isinstance(w, dict)]
+    counts = {w["value"] for w in wrong if isinstance(w, dict)}
+    assert set(texts) == {"Dune", "Circe"}  # the other titles; no author was quoted, no amount, no date
+    assert 2 not in counts and 3 not in counts and {0, 1, 4, 50} <= counts  # the context's 3 is not wrong
+    assert h.states("Two copies are on the shelf.", [2], wrong)
+    assert h.states("2 copies of The Night Circus (3 in all, one is out).", [2], wrong)
+    assert not h.states("2 copies of The Night Circus, Dune and Circe.", [2], wrong)  # every candidate named
+    assert not h.states("1 or 2 copies.", [2], wrong)
+    assert h.others(conn, "Sofia owes $4.75, issued 2025-05-20.") == [1.5, "2025-05-28"]

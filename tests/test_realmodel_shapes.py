@@ -504,3 +504,39 @@ def test_an_envs_busy_time_is_the_union_of_its_calls_in_flight(tmp_path):
     assert set(usage) == {"harbor_works", "other_env"}  # the run's own stages are nobody's env
     assert usage["harbor_works"]["busy_seconds"] == 15.0 + 5.0 and usage["harbor_works"]["calls"] == 3
     assert usage["other_env"]["busy_seconds"] == 50.0
+
+
+def test_failing_answers_of_a_gold_batch_are_repaired_together_in_one_turn(tmp_path):
+    """In a trial nearly every task of a gold batch came back for a repair, each in a conversation of its
+    own carrying the whole prompt again (33 gold calls an env). The failing answers of a batch now go
+    back in one repair turn of the batch's conversation, naming each task's problems."""
+    env = make_verified_library(tmp_path)
+    draft = read_env_draft(env)
+    for task_id in ("task_01", "task_02", "task_03"):
+        draft.tasks = [t.model_copy(update={"gold": [], "verifier": ""}) if t.task_id == task_id else t
+                       for t in draft.tasks]
+        draft.verifier_bodies.pop(task_id)
+
+    def entry(task_id, verifier=None):
+        task = GOLD[task_id]
+        out = {"task_id": task_id, "actions": [{"tool": c.tool, "arguments": dict(c.arguments)} for c in task.gold],
+               "expected_answer": str(GOLD_ANSWERS[task_id]), "verifier_body": verifier or VERIFIER_BODIES[task_id]}
+        if task.kind == "read":
+            out["facts"] = TASK_01_FACTS
+        return out
+
+    loose = 'return rubric([check("looks fine", True)])'
+    first = {"tasks": [entry("task_01", loose), entry("task_02", loose), entry("task_03")]}
+    fixed = {"tasks": [entry("task_01"), entry("task_02")]}
+    script = Script().add("gold", "city_library/task_01+task_02+task_03", Reply(json=first), Reply(json=fixed))
+    with FakeModelServer(script) as server, SandboxPool(workers=2, call_timeout=5) as pool:
+        settings = Settings(model="openai/test-model", base_url=server.openai_base_url, cache_dir=tmp_path / "c",
+                            retry_base_delay=0.01)
+        _, report = asyncio.run(generate_gold(draft, Gateway(settings), settings, pool=pool))
+        asks = prompts(server, "gold")
+    assert [s for s, _ in asks] == ["city_library/task_01+task_02+task_03"] * 2  # one repair turn for both
+    repair = asks[1][1]
+    assert "## task_01" in repair and "## task_02" in repair and "## task_03" not in repair
+    assert "passes on the untouched initial state" in repair
+    assert all(o.passed for o in report.tasks.values())
+    assert report.tasks["task_01"].repairs == 1 and report.tasks["task_03"].repairs == 0

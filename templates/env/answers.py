@@ -437,6 +437,54 @@ def states(answer: Any, expected: Any, wrong: Any = ()) -> bool:
     return not f["missing"] and not f["wrong"] and not f["hedged"]
 
 
+def others(db: sqlite3.Connection, expected: Any, facts: Any = ()) -> list:
+    """The values that could stand in for the ones `expected` (an expected answer, or its values) quotes:
+    every other value of each text, date or decimal column holding a quoted value (the other names,
+    titles, codes, dates and amounts), and, for each fact given as {"value": n, "kind": "count"}, the
+    other counts 0-50 written as counts. Values `expected` itself states are never among them, so a
+    correct answer that repeats its context is not penalised. Use as states()' wrong values."""
+    text = " ".join(str(v) for v in _values(expected)) if isinstance(expected, (list, tuple, set)) else \
+        ("" if expected is None else str(expected))
+    columns = []
+    for table in db_tables(db):
+        quoted = '"' + table.replace('"', '""') + '"'
+        for _, column, declared, _, _, pk in db.execute(f"PRAGMA table_info({quoted})").fetchall():
+            if pk or "INT" in (declared or "").upper() or column.lower().endswith("id"):
+                continue  # ids and counts: not values an answer quotes, and every small number is one
+            name = '"' + column.replace('"', '""') + '"'
+            columns.append([r[0] for r in db.execute(f"SELECT DISTINCT {name} FROM {quoted} WHERE {name} IS NOT NULL "
+                                                     "LIMIT 500").fetchall()])
+    low = text.casefold()
+    maybe = {v for values in columns for v in values if _maybe_quoted(v, low)}
+    quoted_values = {_kind(v) for v in answer_facts(text, sorted(maybe, key=str))["found"]} if maybe else set()
+    out, seen = [], set()
+    for values in columns:
+        if not any(_kind(v) in quoted_values for v in values):
+            continue
+        for v in values:
+            k = _kind(v)
+            if k not in quoted_values and k not in seen:
+                seen.add(k)
+                out.append(v)
+    stated = set(stated_numbers(text))
+    for fact in _values(facts):
+        if isinstance(fact, dict) and fact.get("kind") == "count":
+            out += [{"value": n, "kind": "count"} for n in range(51) if decimal.Decimal(n) not in stated]
+    return out
+
+
+def _maybe_quoted(value: Any, low: str) -> bool:
+    """A cheap first look: could `value` be quoted in the (casefolded) text? answer_facts decides."""
+    if isinstance(value, str):
+        words = [w for w in _WORD.findall(value.casefold()) if len(w) > 2 and not w.isdigit()]
+        if _ISO_DATE.match(value) or _ISO_DATETIME.match(value):
+            return True
+        return bool(words) and any(w in low for w in words)
+    if isinstance(value, float):
+        return str(int(value)) in low
+    return False
+
+
 def refuses(answer: Any) -> bool:
     """Does the answer say the request could not be done ("I could not ...", "unable to", "sorry")?"""
     return answer is not None and _REFUSAL.search(str(answer)) is not None

@@ -41,14 +41,13 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from synth.artifacts import GoldAnswer, GoldBatch, Task, ToolCall, ToolTest, VerifierCase
+from synth.artifacts import GoldAnswer, Task, ToolCall, ToolTest, VerifierCase
 from synth.config import Settings
 from synth.errors import SynthError
 from synth.folder.database import build_database
 from synth.folder.format import EnvDraft, normalize_body, render_verifiers_py, verifier_name, write_env
 from synth.llm import BudgetExceeded, Gateway, ModelError
-from synth.llm.budgets import halves, pack, planned_tokens
-from synth.llm.errors import OutputTruncated
+from synth.llm.budgets import pack, planned_tokens
 from synth.pipeline.prompts import render_prompt
 from synth.pipeline.stages.calls import call_problems
 from synth.pipeline.stages.envcontext import EnvContext
@@ -209,8 +208,8 @@ Result = tuple[Task, "str | None", GoldOutcome]
 
 
 class GoldSolver:
-    """Gold answers for one env's tasks: batches of fresh tasks per call, each task then executed
-    and repaired in its own conversation."""
+    """Gold answers for one env's tasks: batches of fresh tasks per call, executed and repaired in the
+    batch's conversation; a task asked again later (the check loop's findings) in its own."""
 
     def __init__(self, draft: EnvDraft, db_bytes: bytes, gateway: Gateway, rounds: int, pool: Any, sample: int):
         self.draft, self.db_bytes, self.gateway, self.rounds = draft, db_bytes, gateway, rounds
@@ -225,35 +224,12 @@ class GoldSolver:
         return [[by_id[i] for i in g] for g in groups]
 
     async def solve_batch(self, tasks: list[Task]) -> list[Result | BaseException]:
-        """Fresh tasks in one call; a task whose answer fails is repaired on its own."""
+        """Fresh tasks in one call, failing ones repaired together in its conversation (stages/gold_batch.py)."""
         if len(tasks) == 1:
             return list(await asyncio.gather(self.solve(tasks[0], []), return_exceptions=True))
-        ids = [t.task_id for t in tasks]
-        by_id = {t.task_id: t for t in tasks}
+        from synth.pipeline.stages.gold_batch import solve_batch
 
-        def check(batch: GoldBatch) -> list[str]:
-            given = [a.task_id for a in batch.tasks]
-            problems = [f"no answer for task {i}" for i in ids if i not in given]
-            problems += [f"task {i!r} was not asked for" for i in given if i not in by_id]
-            for a in batch.tasks:
-                if a.task_id in by_id:
-                    problems += [f"task {a.task_id}: {p}" for p in answer_problems(a, by_id[a.task_id], self.draft)]
-            return problems
-
-        try:
-            batch = await self.gateway.structured(
-                GoldBatch, gold_messages(self.context, self.draft, self.db_bytes, tasks), stage=STAGE,
-                subject=f"{self.draft.env_id}/{'+'.join(ids)}", check=check, sample=self.sample, grow=False)
-        except OutputTruncated:
-            out: list[Result | BaseException] = []
-            for half in halves(tasks):
-                out += await self.solve_batch(half)
-            return out
-        except (ModelError, SynthError) as exc:
-            return [exc for _ in tasks]
-        answers = {a.task_id: a for a in batch.tasks}
-        return list(await asyncio.gather(*(self.solve(t, [], first=answers[t.task_id]) for t in tasks),
-                                         return_exceptions=True))
+        return await solve_batch(self, tasks)
 
     async def solve(self, task: Task, feedback: list[str], first: GoldAnswer | None = None) -> Result:
         """One task's answer, executed and repaired in its own conversation (`first`: its answer
