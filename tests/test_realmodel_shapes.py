@@ -482,7 +482,7 @@ def test_per_env_usage_counts_what_cached_answers_cost_and_the_time_in_flight(tm
         asyncio.run(gateway2.structured(Pong, ask, stage="tasks", subject="harbor_works"))
     fresh = first.usage_by_env()["harbor_works"]
     assert fresh["calls"] == 2 and fresh["cached"] == 0 and fresh["prompt_tokens"] > 0
-    assert fresh["busy_seconds"] >= 0.6 - 0.1  # each call took at least 0.3 s
+    assert fresh["busy_seconds"] >= 0.3 - 0.05  # at least one call's time (they may overlap)
     reused = again.usage_by_env()["harbor_works"]
     assert reused["cached"] == 1 and reused["prompt_tokens"] == 0
     assert reused["reused_tokens"] == (fresh["prompt_tokens"] + fresh["completion_tokens"]) // 2
