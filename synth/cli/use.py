@@ -58,8 +58,9 @@ def serve(
     port: int = typer.Option(8000, "--port", help="TCP port"),
     max_episodes: int = typer.Option(256, "--max-episodes", help="live episodes at once; more answer 503"),
     idle_timeout: float = typer.Option(300.0, "--idle-timeout", help="seconds before an unused episode is closed"),
-    workers: Optional[int] = typer.Option(None, "--workers", help="sandbox worker processes in all, each "
-                                          "holding one env's code (default: one per env, at most 32)"),
+    workers: Optional[int] = typer.Option(None, "--workers", help="sandbox worker processes for tools, each "
+                                          "holding one env's code (default: one per env, at most 32); as many "
+                                          "more run verifiers"),
     trusted: bool = typer.Option(False, "--trusted", help="run generated code in this process with no "
                                  "protection (only envs you wrote or reviewed)"),
     include_failed: bool = typer.Option(False, "--include-failed", help="also serve envs whose status is failed"),

@@ -24,8 +24,9 @@ def build(root: Path | str, *, trusted: bool = False, workers: int | None = None
           reward: str = "rubric") -> tuple[Any, LoadedEnvs]:
     """Load the envs under `root` and make the app; raises InputError when none loads.
 
-    Each env's code runs in worker processes of its own: `workers` caps them in all
-    (default: one per env, at most 32); `env_memory_mb` is each worker's address space."""
+    Each env's code runs in worker processes of its own: `workers` caps those running tools
+    (default: one per env, at most 32; as many more run verifiers); `env_memory_mb` is each
+    worker's address space."""
     if max_episodes < 1 or idle_timeout <= 0 or (workers is not None and workers < 1) or env_memory_mb < 64:
         raise InputError("--max-episodes and --workers must be at least 1, --idle-timeout positive and "
                          "--env-memory-mb at least 64")
