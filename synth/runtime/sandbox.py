@@ -8,8 +8,9 @@ is replaced by a fresh process, never reused. At most `workers` processes run
 an env's tools; an env gets more of them (up to the cap) when its episodes run
 concurrently, and an idle worker of another env is replaced when the cap is
 reached. An env's verifiers run in a second set of workers of the same kind
-(`verifier_workers`), never in a process that ran its tools: an evaluation gets
-the episode's database as bytes, so nothing tool code does reaches a verdict.
+(`verifier_workers`, default half as many), never in a process that ran its
+tools: an evaluation gets the episode's database as bytes, so nothing tool code
+does reaches a verdict.
 
 Replies are bounded before they are read: a worker that announces more than its
 request's limit (a tool result: --max-result-bytes plus framing) is killed
@@ -114,8 +115,9 @@ class SandboxPool(WorkerSlots):
         self._ids = itertools.count(1)
         self.verifiers: SandboxPool | None = None
         if role == "tools":
+            # Verdicts are short stateless requests: half as many workers serve them by default.
             self.verifiers = SandboxPool(
-                verifier_workers or workers, memory_mb, call_timeout, grace=grace, cpu_seconds=cpu_seconds,
+                verifier_workers or max(1, (workers + 1) // 2), memory_mb, call_timeout, grace=grace, cpu_seconds=cpu_seconds,
                 startup_timeout=startup_timeout, wait_timeout=wait_timeout, max_argument_bytes=max_argument_bytes,
                 max_result_bytes=max_result_bytes, allow_weak=allow_weak, ast_check=False, restricted=restricted,
                 audit=audit, skip_layers=skip_layers, role="verifiers", spares_from=self)

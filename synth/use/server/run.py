@@ -37,7 +37,7 @@ def build(root: Path | str, *, trusted: bool = False, workers: int | None = None
 
         count = workers or max(2, min(32, len(find_env_dirs(root))))
         pool = SandboxPool(workers=count, memory_mb=env_memory_mb, max_argument_bytes=max_argument_bytes,
-                           max_result_bytes=max_result_bytes)
+                           max_result_bytes=max_result_bytes, verifier_workers=count)
     loaded = load_envs(root, trusted=trusted, pool=pool, include_failed=include_failed,
                        include_rejected=include_rejected)
     if not loaded.envs:
