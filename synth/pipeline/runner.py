@@ -23,7 +23,6 @@ scenarios.rejected.jsonl and summary.json.
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import re
 import shutil
@@ -37,6 +36,8 @@ from typing import Any, Awaitable, TypeVar
 from synth.artifacts import Scenario, Seed
 from synth.atomic import write_json_atomic
 from synth.config import Settings
+from synth.errors import SynthError
+from synth.folder.files import read_env_json
 from synth.llm import BudgetExceeded, Gateway, ModelError
 from synth.pipeline.build import build_env, env_path, failed_path
 from synth.pipeline.progress import Progress
@@ -124,8 +125,8 @@ def reason_group(reason: str | None) -> str:
 
 def _status(env_dir: Path) -> str | None:
     try:
-        return json.loads((env_dir / "env.json").read_text()).get("status")
-    except (OSError, ValueError, AttributeError):
+        return read_env_json(env_dir, "env.json").get("status")
+    except (SynthError, AttributeError):
         return None
 
 
