@@ -15,7 +15,9 @@ Prints, in one run on the same env:
     reset on the request path at most 2x today's;
   - episodes opened+closed/s through the sandbox pool and in trusted mode;
   - tool calls/s and p50/p99 latency in the sandbox worker and in trusted
-    in-process mode (target: sandbox p50 < 1 ms).
+    in-process mode (target: sandbox p50 < 1 ms);
+  - an evaluation's latency (a snapshot of the episode's database, then its verifier in a
+    verifier worker) against trusted mode's.
 Bounded by the counts given (a few seconds with the defaults).
 """
 
@@ -122,7 +124,7 @@ def bench_reset_in_worker(env_dir: Path, batches: int = 30, size: int = 200) -> 
     Returns (before, now on the request path, the module run the worker does between requests)."""
     host = Host(timeout=5.0)
     initial = (env_dir / "db/initial.sqlite").read_bytes()
-    host.op_load("bench", env_dir.name, (env_dir / "tools.py").read_text(), (env_dir / "verifiers.py").read_text(),
+    host.op_load("bench", env_dir.name, (env_dir / "tools.py").read_text(), None,  # a tools worker's part
                  initial, [t.name for t in library_draft().tools])
     best = [float("inf")] * 3
     ep = 0
@@ -152,6 +154,22 @@ def bench_episodes(env: Env, n: int, label: str) -> None:
     for _ in range(n):
         env.episode().close()
     print(f"episode open+close {label:8s}{rate(n, time.perf_counter() - start)}")
+
+
+def bench_evaluate(env: Env, n: int, label: str) -> float:
+    """The rubric of task_02 on a live episode: a snapshot, then the verifier (in the sandbox, in a
+    worker of its own that never ran tool code)."""
+    with env.episode("task_02") as ep:
+        for _ in range(3):
+            ep.evaluate("nothing", state=False)
+        times = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            ep.evaluate("nothing", state=False)
+            times.append(time.perf_counter() - t0)
+    p50 = statistics.median(times)
+    print(f"evaluate (rubric) {label:8s}               p50 {p50 * 1e3:.3f} ms")
+    return p50
 
 
 def bench_calls(env: Env, n: int, label: str) -> float:
@@ -200,6 +218,9 @@ def main() -> None:
                 bench_episodes(trusted, args.resets // 4, "trusted")
                 p50 = bench_calls(sandboxed, args.calls, "sandbox")
                 bench_calls(trusted, args.calls, "trusted")
+                sandboxed_eval = bench_evaluate(sandboxed, max(20, args.calls // 30), "sandbox")
+                trusted_eval = bench_evaluate(trusted, max(20, args.calls // 30), "trusted")
+                print(f"evaluate sandbox / trusted {sandboxed_eval / trusted_eval:.1f}x")
         print(f"sandbox p50 {'<' if p50 < 1e-3 else '>='} 1 ms target: {'met' if p50 < 1e-3 else 'MISSED'}")
         print(f"sandboxed call p50 now {p50 * 1e6:.0f} us; for a same-machine figure from before the OS layer, "
               "run this script as it was at commit f97ce57")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -30,11 +31,15 @@ def _umask() -> int:
 def file_mode(path: Path) -> int:
     """The mode a new file gets from open() (0666 minus the umask), or the file's own if it exists.
 
-    mkstemp creates 0600 files; without this every atomically written file would be private."""
+    mkstemp creates 0600 files; without this every atomically written file would be private.
+    A symlink or special file in its place is replaced, so its mode (or its target's) is not copied."""
     try:
-        return path.stat().st_mode & 0o777
+        info = os.lstat(path)
+        if stat.S_ISREG(info.st_mode):
+            return info.st_mode & 0o777
     except OSError:
-        return 0o666 & ~_umask()
+        pass
+    return 0o666 & ~_umask()
 
 
 def write_atomic(path: Path, data: str | bytes) -> None:

@@ -313,5 +313,14 @@ SCENARIOS = {f.__name__: f for f in (exfiltration, os_boundary, cross_env, modul
                                       sqlite_guards)}
 
 
+def scenario(name: str):
+    """A scenario of this kit or of hostilekit.py (issue 22)."""
+    if name in SCENARIOS:
+        return SCENARIOS[name]
+    import hostilekit
+
+    return hostilekit.SCENARIOS[name]
+
+
 if __name__ == "__main__":  # python attackkit.py SCENARIO FOLDER -> JSON on stdout
-    print(json.dumps(SCENARIOS[sys.argv[1]](Path(sys.argv[2]))))
+    print(json.dumps(scenario(sys.argv[1])(Path(sys.argv[2]))))

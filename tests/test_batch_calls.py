@@ -6,6 +6,8 @@ order, and a worker that dies mid-pipeline loses exactly what it held."""
 from __future__ import annotations
 
 
+import resource
+
 import pytest
 
 from attackkit import tiny_env
@@ -102,5 +104,37 @@ def test_a_batch_that_fails_with_calls_in_flight_never_leaves_the_pipe_out_of_st
             pool.call_many([(first._handle, "count", {}), (second._handle, "count", {"bad": lambda: 0})])
         lost = "episode lost: worker crashed (a batch of calls on it was interrupted)"
         assert first.call("count") == {"ok": False, "error": lost}  # its unread reply is never taken for another's
+        with env.episode() as fresh:
+            assert call_many([(fresh, "count", {})] * 2) == [{"ok": True, "result": 1}] * 2
+
+
+# A tool that takes its worker's reply pipe over: one announces a reply of 1 GiB and streams
+# zeros, the other sends a reply of a shape host.py never produces, then one of its own.
+_WRITER = "import json, os, pickle, struct, sys\nfd = json.loads(sys.argv[1])['wfd']\n"
+ANNOUNCE_1GIB = _WRITER + "os.write(fd, struct.pack('!I', 1 << 30))\nwhile True:\n    os.write(fd, bytes(1 << 16))"
+MALFORMED = (_WRITER + "data = pickle.dumps(('ok', 'forged', 'extra'))\n"
+             "os.write(fd, struct.pack('!I', len(data)) + data)\nreturn 'mine'")
+
+
+@pytest.mark.parametrize("body, reason", [
+    (ANNOUNCE_1GIB, "announced a reply of 1,073,741,824 bytes, over its limit of 165,536"),
+    (MALFORMED, "sent a malformed reply"),
+])
+def test_a_pipelined_reply_is_bounded_and_checked_like_a_lone_one(tmp_path, body, reason):
+    """The pipelined path reads each reply with the call's limit (--max-result-bytes plus framing)
+    and checks its shape: the worker is killed unread, and the calls written after it are lost."""
+    root = tiny_env(tmp_path, "takeover", {"evil": body, "count": "return db.execute('SELECT count(*) FROM t')"
+                                                                   ".fetchone()[0]"})
+    with SandboxPool(workers=1, call_timeout=5.0, max_result_bytes=100_000, ast_check=False, restricted=False,
+                     audit=False) as pool, Env.load(root, pool=pool) as env:
+        a, b = env.episode(), env.episode()
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        answers = call_many([(a, "count", {}), (b, "evil", {}), (a, "count", {}), (b, "count", {})])
+        grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+        assert answers[0] == {"ok": True, "result": 1}
+        assert answers[1]["ok"] is False and f"stopped its sandbox worker ({reason})" in answers[1]["error"]
+        lost = {"ok": False, "error": f"episode lost: worker crashed ({reason})"}
+        assert answers[2:] == [lost, lost]
+        assert grown_mb < 50  # nothing of the announced gigabyte was read
         with env.episode() as fresh:
             assert call_many([(fresh, "count", {})] * 2) == [{"ok": True, "result": 1}] * 2

@@ -540,3 +540,32 @@ def test_failing_answers_of_a_gold_batch_are_repaired_together_in_one_turn(tmp_p
     assert "passes on the untouched initial state" in repair
     assert all(o.passed for o in report.tasks.values())
     assert report.tasks["task_01"].repairs == 1 and report.tasks["task_03"].repairs == 0
+
+
+def test_an_env_keeps_to_its_share_of_verifier_workers_in_a_pipeline_pool(tmp_path):
+    """Verdicts run in the pool's verifier workers; in a pipeline pool an env's evaluations wait for
+    its own verifier worker rather than take a clean one another env would then have to restart."""
+    from envkit import make_library_env
+
+    from synth.pipeline.runner import pipeline_pool
+    from synth.runtime import Env
+
+    with pipeline_pool(Settings(parallel_envs=1, tool_timeout=5)) as pool:
+        env = Env.load(make_library_env(tmp_path / "a"), pool=pool)
+        episodes = [env.episode("task_01") for _ in range(2)]
+        verifiers = pool.verifiers
+        assert len(verifiers.stats()) == 2
+        held = next(s for s in verifiers._slots if s.env is not None)
+        with held.lock:  # its verifier worker is busy: both evaluations must wait for it
+            threads = [threading.Thread(target=ep.evaluate, args=("x",)) for ep in episodes]
+            for thread in threads:
+                thread.start()
+            deadline = time.monotonic() + 10
+            while held.pending < 2 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert held.pending == 2 and [s["env"] for s in verifiers.stats()].count(None) == 1
+        for thread in threads:
+            thread.join()
+        for ep in episodes:
+            ep.close()
+        env.close()

@@ -85,7 +85,7 @@ HOSTILE = {
     "formatter": ("import string\nreturn string.Formatter().get_field('0', [db], {})", "attribute 'Formatter'"),
     "bare_sys": ("return sys.argv", "use of module 'sys'"),
     "load_extension": ("db.enable_load_extension(True)", "attribute 'enable_load_extension'"),
-    "match_dunder": ("match db:\n    case object(__class__=c):\n        return c", "match on private attribute"),
+    "match_dunder": ("match db:\n    case object(__class__=c):\n        return c", "match on attribute '__class__'"),
 }
 
 

@@ -73,7 +73,7 @@ def workdir():
 def run_as(user: str, scenario: str, folder: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
     if user == "self":
         monkeypatch.chdir(folder)
-        return attackkit.SCENARIOS[scenario](folder)
+        return attackkit.scenario(scenario)(folder)
     python, reason = _interpreter()
     if python is None:
         pytest.skip(f"cannot run the sandbox as uid {NOBODY}: {reason}")

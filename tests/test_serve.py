@@ -185,23 +185,30 @@ def test_concurrent_episodes_stay_isolated(client):
 
 
 def test_idle_expiry_and_cap(env_root: Path):
-    srv, _ = background(env_root, max_episodes=2, idle_timeout=0.3, reap_interval=0.05)
+    # The cap on a server whose episodes cannot expire mid-test: with a short idle timeout, a loaded
+    # machine could take longer than it between two requests and free a slot the test counts on.
+    srv, _ = background(env_root, max_episodes=2, idle_timeout=300)
     with srv, httpx.Client(base_url=srv.url, timeout=30) as c:
         a = c.post(f"/envs/{LIBRARY}/episodes").json()["episode_id"]
-        b = c.post(f"/envs/{LIBRARY}/episodes").json()["episode_id"]
+        c.post(f"/envs/{LIBRARY}/episodes").raise_for_status()
         full = c.post(f"/envs/{LIBRARY}/episodes")
         assert full.status_code == 503
         assert "cap is 2" in full.json()["detail"] and "DELETE" in full.json()["detail"]
         c.delete(f"/episodes/{a}")
         assert c.post(f"/envs/{LIBRARY}/episodes").status_code == 201
 
-        deadline = time.monotonic() + 10
+    # Expiry on a server with a short idle timeout: every episode goes, however long each step took.
+    srv, _ = background(env_root, max_episodes=2, idle_timeout=0.3, reap_interval=0.05)
+    with srv, httpx.Client(base_url=srv.url, timeout=30) as c:
+        b = c.post(f"/envs/{LIBRARY}/episodes").json()["episode_id"]
+        c.post(f"/envs/{LIBRARY}/episodes").raise_for_status()
+        deadline = time.monotonic() + 30
         while c.get("/health").json()["episodes"]["live"] and time.monotonic() < deadline:
             time.sleep(0.02)
         assert c.get("/health").json()["episodes"]["live"] == 0
         gone = c.post(f"/episodes/{b}/tools/get_member", json={"email": "x"})
         assert gone.status_code == 404 and "expired after 0.3s" in gone.json()["detail"]
-        assert c.post(f"/envs/{LIBRARY}/episodes").status_code == 201
+        assert c.post(f"/envs/{LIBRARY}/episodes").status_code == 201  # both slots are free again
 
 
 def _free_port() -> int:

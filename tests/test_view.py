@@ -382,10 +382,26 @@ def test_host_and_origin_are_checked(client):
     assert client.post(f"/envs/{LIBRARY}/tasks/task_01/replay", headers=ORIGIN).status_code == 200
 
 
-def test_any_host_is_allowed_when_listening_on_all_interfaces(out: Path):
-    with TestClient(create_app(resolve([out]), host="0.0.0.0"), base_url="http://devbox.lan:8765") as c:
-        assert c.get("/envs").status_code == 200
+def test_off_loopback_every_request_needs_the_token_and_a_known_host(out: Path):
+    app = create_app(resolve([out]), host="0.0.0.0", allowed_hosts=["devbox.lan"])
+    assert app.token and len(app.token) >= 32
+    with TestClient(app, base_url="http://devbox.lan:8765", follow_redirects=False) as c:
+        refused = c.get("/envs")
+        assert refused.status_code == 401 and "token" in refused.text
+        assert c.post(f"/envs/{COWORK}/review", data={"decision": "rejected"}).status_code == 401
+        assert c.get("/envs?token=wrong").status_code == 401
+        first = c.get(f"/envs?status=verified&token={app.token}")  # the URL synth view printed
+        assert first.status_code == 303 and first.headers["location"] == "/envs?status=verified"
+        assert "HttpOnly" in first.headers["set-cookie"] and "SameSite=Strict" in first.headers["set-cookie"]
+        assert c.get("/envs").status_code == 200  # the cookie carries it from now on
+        assert c.get("/envs", headers={"host": "attacker.example:8765"}).status_code == 403  # a rebound name
+        assert c.get("/envs", headers={"host": "192.168.1.20:8765"}).status_code == 200  # an address is fine
         assert c.post(f"/envs/{COWORK}/try", headers={"origin": "http://elsewhere.example"}).status_code == 403
+    with TestClient(app, base_url="http://devbox.lan:8765") as stranger:  # no cookie: a fresh browser
+        assert stranger.post(f"/envs/{COWORK}/review", data={"decision": "rejected"},
+                             headers={"origin": "http://devbox.lan:8765"}).status_code == 401
+    loopback = create_app(resolve([out]))
+    assert loopback.token is None
 
 
 # ---------------------------------------------------------------------------- the command

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from synth.artifacts import GateResult, Rules, Task, ToolSpec, ToolTest, VerifierCase
 from synth.errors import InputError, SynthError
-from synth.folder.files import env_file_exists, read_env_json, read_env_text
+from synth.folder.files import env_file_exists, read_env_json, read_env_text, read_optional_text
 
 
 @dataclass
@@ -101,11 +101,11 @@ def read_folder(env_dir: Path | str) -> EnvFolder:
         if found:
             problems[name] = found
     rules = None
-    if (root / "rules.json").is_file():
-        try:
-            rules = Rules.model_validate_json((root / "rules.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            problems["rules.json"] = [f"rules.json: {_short(exc)}"]
+    try:
+        text = read_optional_text(root, "rules.json")
+        rules = Rules.model_validate_json(text) if text is not None else None
+    except (InputError, ValueError) as exc:
+        problems["rules.json"] = [f"rules.json: {_short(exc)}"]
     volatile = manifest.get("volatile_columns") or []
     return EnvFolder(root=root, manifest=manifest, tools=tools, tasks=tasks, tests=tests,
                      volatile=[str(v) for v in volatile], problems=problems, rules=rules, cases=cases)

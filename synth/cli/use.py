@@ -60,9 +60,10 @@ def serve(
     idle_timeout: float = typer.Option(300.0, "--idle-timeout", help="seconds before an unused episode is closed"),
     workers: int = typer.Option(1, "--workers", help="server processes sharing the port; each request goes to "
                                 "the one that owns its episode"),
-    sandbox_workers: Optional[int] = typer.Option(None, "--sandbox-workers", help="sandbox worker processes of "
-                                                  "each server process, each holding one env's code (default: "
-                                                  "one per env, at least 2, at most 32)"),
+    sandbox_workers: Optional[int] = typer.Option(None, "--sandbox-workers", help="sandbox worker processes for "
+                                                  "tools in each server process, each holding one env's code "
+                                                  "(default: one per env, at least 2, at most 32); as many more "
+                                                  "run verifiers"),
     trusted: bool = typer.Option(False, "--trusted", help="run generated code in this process with no "
                                  "protection (only envs you wrote or reviewed)"),
     include_failed: bool = typer.Option(False, "--include-failed", help="also serve envs whose status is failed"),

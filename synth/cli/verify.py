@@ -57,11 +57,11 @@ def failed_gate_lines(gates: list) -> list[str]:
 
 
 def _previous_status(env_dir: Path) -> str | None:
-    import json
+    from synth.folder.files import read_env_json
 
     try:
-        return json.loads((env_dir / "env.json").read_text(encoding="utf-8")).get("status")
-    except (OSError, ValueError, AttributeError):
+        return read_env_json(env_dir, "env.json").get("status")
+    except (SynthError, AttributeError):
         return None
 
 

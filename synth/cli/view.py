@@ -20,8 +20,12 @@ def view(
     reviewer: Optional[str] = typer.Option(None, "--reviewer", help="name stored in review.json (default: your "
                                            "user name)"),
     workers: int = typer.Option(2, "--workers", help="sandbox worker processes for replays and Try it"),
+    allowed_host: Optional[list[str]] = typer.Option(None, "--allowed-host", help="a name this machine is reached "
+                                                     "by, off loopback (repeatable; IP addresses always work)"),
 ) -> None:
-    """Open a web page over runs and env folders: funnel, env list, env pages, replays, Try it, review."""
+    """Open a web page over runs and env folders: funnel, env list, env pages, replays, Try it, review.
+
+    Off loopback (--host 0.0.0.0) every request needs the token printed at start."""
     from synth.errors import InputError
     from synth.use.server.run import serve_forever
     from synth.view.app import create_app
@@ -31,5 +35,10 @@ def view(
         raise InputError("--workers must be at least 1")
     sources = resolve(paths or [Path("generated")])
     envs, runs = sources.envs(), sources.runs()
-    typer.echo(f"synth view: {len(envs)} env folder(s), {len(runs)} run(s) on http://{host}:{port}/ (Ctrl-C stops)")
-    serve_forever(create_app(sources, host=host, reviewer=reviewer, workers=workers), host, port)
+    app = create_app(sources, host=host, reviewer=reviewer, workers=workers, allowed_hosts=allowed_host or ())
+    url = f"http://{host}:{port}/" + (f"?token={app.token}" if app.token else "")
+    typer.echo(f"synth view: {len(envs)} env folder(s), {len(runs)} run(s) on {url} (Ctrl-C stops)")
+    if app.token:
+        typer.echo("listening off loopback: open the URL above (with its token) once; the browser keeps the token "
+                   "in a cookie. Anyone without it is refused.")
+    serve_forever(app, host, port)

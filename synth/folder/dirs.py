@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from synth.errors import InputError
+from synth.folder.files import EnvFileMissing, env_file_exists, missing_hint, read_env_bytes, read_env_text  # noqa: F401
 
 
 def find_env_dirs(root: Path | str) -> list[Path]:
@@ -19,13 +20,13 @@ def find_env_dirs(root: Path | str) -> list[Path]:
     base = Path(root)
     if not base.is_dir():
         raise InputError(f"folder not found: {base}; pass a folder of envs (e.g. generated/ or generated/envs/)")
-    if (base / "env.json").is_file():
+    if env_file_exists(base, "env.json"):  # even a link or a FIFO: its readers then say what is wrong
         return [base]
     found: list[Path] = []
     for parent in (base / "envs", base):
         if parent.is_dir():
             found += [d for d in sorted(parent.iterdir())
-                      if d.is_dir() and not d.name.startswith(".") and (d / "env.json").is_file()]
+                      if d.is_dir() and not d.name.startswith(".") and env_file_exists(d, "env.json")]
         if found:
             break
     if not found:
@@ -35,16 +36,6 @@ def find_env_dirs(root: Path | str) -> list[Path]:
 
 
 SQLITE_HEADER = b"SQLite format 3\x00"
-DB_FILE = "db/initial.sqlite"
-
-
-def missing_hint(root: Path | str, missing: Iterable[str]) -> str:
-    """What to do about files missing from an env folder, naming the command that does it."""
-    missing = list(missing)
-    if missing == [DB_FILE]:
-        return f"`synth rebuild-db {root}` rebuilds it from db/schema.sql and db/data.sql"
-    return ("the env folder is incomplete: copy the whole folder again, or build the env again from its "
-            "scenario (`synth build`)")
 
 
 def static_problems(root: Path | str, tools: Iterable[str], verifiers: Iterable[str]) -> list[str]:
@@ -53,18 +44,21 @@ def static_problems(root: Path | str, tools: Iterable[str], verifiers: Iterable[
     verifier the folder names but its code does not define."""
     root = Path(root)
     problems = []
-    db = root / "db" / "initial.sqlite"
     try:
-        with db.open("rb") as fh:
-            if fh.read(len(SQLITE_HEADER)) != SQLITE_HEADER:
-                problems.append("db/initial.sqlite is not a SQLite database")
-    except OSError:
+        if read_env_bytes(root, "db/initial.sqlite", prefix=len(SQLITE_HEADER)) != SQLITE_HEADER:
+            problems.append("db/initial.sqlite is not a SQLite database")
+    except EnvFileMissing:
         problems.append("db/initial.sqlite is missing")
+    except InputError as exc:
+        problems.append(str(exc))
     for name, wanted in (("tools.py", tools), ("verifiers.py", verifiers)):
         try:
-            tree = ast.parse((root / name).read_text(encoding="utf-8"))
-        except OSError:
+            tree = ast.parse(read_env_text(root, name))
+        except EnvFileMissing:
             problems.append(f"{name} is missing")
+            continue
+        except InputError as exc:
+            problems.append(str(exc))
             continue
         except (SyntaxError, ValueError) as exc:
             where = f" line {exc.lineno}" if getattr(exc, "lineno", None) else ""

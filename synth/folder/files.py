@@ -3,9 +3,12 @@
 An env folder is input, not trusted state: a file in it may be a symlink to a
 secret (`db/initial.sqlite -> /root/.ssh/id_rsa`), a FIFO that blocks forever,
 a device, a 1.5 GB database, JSON nested thousands deep or bytes that are not
-UTF-8. Every reader here refuses symlinks (at every level below the env folder)
-and non-regular files, checks the size before reading a byte, and turns a
-decoding or parsing failure into one InputError line naming the file.
+UTF-8. `read_env_bytes` is the one function every command (check, show, verify,
+export, serve, rollout, view) reads an env folder's files through: it opens
+without following links at any level below the env folder (O_NOFOLLOW, and
+O_NONBLOCK so a FIFO never blocks), refuses anything but a regular file, checks
+the size before reading a byte, and turns a failure into one InputError line
+naming the file. The other readers here only decode what it returns.
 
 `safe_env_id` is the one check for an env id before it becomes part of a path
 or a URL.
@@ -21,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 from synth.errors import InputError
-from synth.folder.dirs import missing_hint
 
 ENV_ID_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 
@@ -36,8 +38,24 @@ SIZE_LIMITS = {
 _DEFAULT_LIMIT = 16 * _MB
 
 
+
+DB_FILE = "db/initial.sqlite"
+
+
+def missing_hint(root: Path | str, missing: list[str] | tuple[str, ...]) -> str:
+    """What to do about files missing from an env folder, naming the command that does it."""
+    missing = list(missing)
+    if missing == [DB_FILE]:
+        return f"`synth rebuild-db {root}` rebuilds it from db/schema.sql and db/data.sql"
+    return ("the env folder is incomplete: copy the whole folder again, or build the env again from its "
+            "scenario (`synth build`)")
+
 class EnvFileError(InputError):
     """A file of an env folder that cannot be used as it is."""
+
+
+class EnvFileMissing(EnvFileError):
+    """The file does not exist (optional files are read with read_optional_*)."""
 
 
 def safe_env_id(value: Any, where: str = "env.json") -> str:
@@ -53,7 +71,12 @@ def _open_beneath(root: Path, rel: str) -> int:
     parts = [p for p in rel.split("/") if p]
     if not parts or any(p in (".", "..") for p in parts):
         raise EnvFileError(f"{root}: bad file name {rel!r}")
-    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    except FileNotFoundError:
+        raise EnvFileMissing(f"{root}: no such env folder") from None
+    except OSError as exc:
+        raise EnvFileError(f"{root}: cannot be opened as a folder ({exc.strerror})") from None
     try:
         for i, part in enumerate(parts):
             last = i == len(parts) - 1
@@ -65,7 +88,7 @@ def _open_beneath(root: Path, rel: str) -> int:
                     raise EnvFileError(f"{root / rel}: a symbolic link; env folders must hold regular files "
                                        "only, copy the real file in") from None
                 if isinstance(exc, FileNotFoundError):
-                    raise EnvFileError(f"{root / rel}: missing; {missing_hint(root, [rel])}") from None
+                    raise EnvFileMissing(f"{root / rel}: missing; {missing_hint(root, [rel])}") from None
                 raise EnvFileError(f"{root / rel}: cannot be opened ({exc.strerror})") from None
             os.close(fd)
             fd = nxt
@@ -75,8 +98,9 @@ def _open_beneath(root: Path, rel: str) -> int:
         raise
 
 
-def read_env_bytes(root: Path | str, rel: str, limit: int | None = None) -> bytes:
-    """The bytes of root/rel: a regular file, no symlink on the way, at most `limit` bytes."""
+def read_env_bytes(root: Path | str, rel: str, limit: int | None = None, *, prefix: int | None = None) -> bytes:
+    """The bytes of root/rel: a regular file, no symlink on the way, at most `limit` bytes
+    (`prefix`: only its first bytes, after the same checks)."""
     root = Path(root)
     limit = limit if limit is not None else SIZE_LIMITS.get(rel, _DEFAULT_LIMIT)
     fd = _open_beneath(root, rel)
@@ -87,6 +111,8 @@ def read_env_bytes(root: Path | str, rel: str, limit: int | None = None) -> byte
         if info.st_size > limit:
             raise EnvFileError(f"{root / rel}: {info.st_size:,} bytes, over the limit of {limit:,}; "
                                "this is not a file synth wrote")
+        if prefix is not None:
+            return os.read(fd, prefix)
         chunks, left = [], limit + 1
         while left > 0:  # the file may grow while we read: stop past the limit
             chunk = os.read(fd, min(left, 1 << 20))
@@ -122,6 +148,41 @@ def parse_json(text: str, where: str) -> Any:
 
 def read_env_json(root: Path | str, rel: str) -> Any:
     return parse_json(read_env_text(root, rel), str(Path(root) / rel))
+
+
+def read_optional_text(root: Path | str, rel: str) -> str | None:
+    """read_env_text, or None when the file does not exist (a link or a FIFO is still refused)."""
+    try:
+        return read_env_text(root, rel)
+    except EnvFileMissing:
+        return None
+
+
+def read_optional_json(root: Path | str, rel: str, default: Any = None) -> Any:
+    """read_env_json, or `default` when the file does not exist."""
+    text = read_optional_text(root, rel)
+    return default if text is None else parse_json(text, str(Path(root) / rel))
+
+
+def foreign_entries(root: Path | str, limit: int = 10_000) -> list[str]:
+    """What an env folder holds besides folders and regular files (symlinks, FIFOs, devices,
+    sockets), as "<path>: <what it is>" lines; links are not followed."""
+    found, seen, todo = [], 0, [Path(root)]
+    while todo and seen < limit:
+        try:
+            entries = list(os.scandir(todo.pop()))
+        except OSError as exc:
+            found.append(f"{exc.filename}: cannot be listed ({exc.strerror})")
+            continue
+        for entry in entries:
+            seen += 1
+            if entry.is_symlink():
+                found.append(f"{entry.path}: a symbolic link")
+            elif entry.is_dir(follow_symlinks=False):
+                todo.append(Path(entry.path))
+            elif not entry.is_file(follow_symlinks=False):
+                found.append(f"{entry.path}: not a regular file")
+    return sorted(found)
 
 
 def env_file_exists(root: Path | str, rel: str) -> bool:

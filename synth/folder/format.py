@@ -30,7 +30,7 @@ from synth import __version__
 from synth.artifacts import ActingUser, EnvManifest, EnvStatus, Rules, Scenario, Task, ToolSpec
 from synth.errors import InputError, SynthError
 from synth.folder.database import DatabaseError, build_database, db_sha256, open_bytes, table_columns, table_counts
-from synth.folder.dirs import missing_hint
+from synth.folder.files import env_file_exists, missing_hint, parse_json, read_env_text, read_optional_text
 from synth.folder.toolschema import PY_TYPES, check_portable_schema, schema_to_params
 from synth.runtime.codecheck import parse_source
 
@@ -349,20 +349,24 @@ def read_env_draft(path: Path | str) -> EnvDraft:
     root = Path(path)
     if not root.is_dir():
         raise InputError(f"env folder not found: {root}; pass the path of a folder under generated/envs/")
-    missing = [f for f in FILES if not (root / f).is_file()]
+    missing = [f for f in FILES if not env_file_exists(root, f)]
     if missing:
         raise InputError(f"{root}: missing {', '.join(missing)}; {missing_hint(root, missing)}")
 
     def text(rel: str) -> str:
-        return (root / rel).read_text(encoding="utf-8")
+        return read_env_text(root, rel)
 
-    env = json.loads(text("env.json"))
+    def jsonl(rel: str) -> list[Any]:
+        return [parse_json(line, f"{root / rel} line {n}") for n, line in enumerate(text(rel).splitlines(), 1)
+                if line.strip()]
+
+    env = parse_json(text("env.json"), str(root / "env.json"))
     manifest = EnvManifest.model_validate(env)
     heading = text("scenario.md").split("\n", 1)[0]
     scenario = Scenario(name=heading.removeprefix("# ").strip(), description=manifest.scenario,
                         category=manifest.category, seed=manifest.domain)
-    tools = [ToolSpec.model_validate(t) for t in json.loads(text("tools.json"))]
-    tasks = [Task.model_validate_json(line) for line in text("tasks.jsonl").splitlines() if line.strip()]
+    tools = [ToolSpec.model_validate(t) for t in parse_json(text("tools.json"), str(root / "tools.json"))]
+    tasks = [Task.model_validate(t) for t in jsonl("tasks.jsonl")]
     tool_defs = _function_bodies(text("tools.py"), "tools.py")
     verifier_defs = _function_bodies(text("verifiers.py"), "verifiers.py")
     return EnvDraft(
@@ -372,26 +376,22 @@ def read_env_draft(path: Path | str) -> EnvDraft:
         tasks=tasks,
         verifier_bodies={t.task_id: verifier_defs[verifier_name(t)]
                          for t in tasks if verifier_name(t) in verifier_defs},
-        tests=[json.loads(line) for line in text("tests.jsonl").splitlines() if line.strip()],
-        model=manifest.model, status=manifest.status, report=json.loads(text("report.json")),
+        tests=jsonl("tests.jsonl"),
+        model=manifest.model, status=manifest.status, report=parse_json(text("report.json"), str(root / "report.json")),
         failure_reason=manifest.failure_reason, volatile_columns=env.get("volatile_columns", []),
         today=manifest.today or DEFAULT_TODAY, acting_user=manifest.acting_user, rules=read_rules(root),
-        verifier_tests=[json.loads(line) for line in _optional_text(root / VERIFIER_TESTS_FILE).splitlines()
-                        if line.strip()],
+        verifier_tests=jsonl(VERIFIER_TESTS_FILE) if env_file_exists(root, VERIFIER_TESTS_FILE) else [],
     )
-
-
-def _optional_text(path: Path) -> str:
-    return path.read_text(encoding="utf-8") if path.is_file() else ""
 
 
 def read_rules(root: Path | str) -> Rules | None:
     """rules.json of an env folder, None when the folder has none; a malformed file is an InputError."""
     path = Path(root) / RULES_FILE
-    if not path.is_file():
+    text = read_optional_text(root, RULES_FILE)
+    if text is None:
         return None
     try:
-        return Rules.model_validate_json(path.read_text(encoding="utf-8"))
+        return Rules.model_validate_json(text)
     except ValueError as exc:
         raise InputError(f"{path}: not a valid rules file ({str(exc).splitlines()[0]}); fix it or rebuild the env") \
             from exc

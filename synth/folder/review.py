@@ -9,12 +9,12 @@ unless told to include them. An env with no review.json is undecided.
 from __future__ import annotations
 
 import datetime as _dt
-import json
 from pathlib import Path
 from typing import Any
 
 from synth.atomic import write_json_atomic
 from synth.errors import InputError
+from synth.folder.files import env_file_exists, read_optional_json
 
 REVIEW_FILE = "review.json"
 DECISIONS = ("approved", "rejected")
@@ -24,11 +24,11 @@ def read_review(env_dir: Path | str) -> dict[str, Any] | None:
     """The env's decision, or None when it has none; raises InputError when review.json is malformed."""
     path = Path(env_dir) / REVIEW_FILE
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as exc:
+        data = read_optional_json(env_dir, REVIEW_FILE)
+    except InputError as exc:  # a link, a FIFO, too big, not JSON: never followed or waited on
         raise InputError(f"{path} is unreadable ({exc}); fix it or delete it to clear the decision") from None
+    if data is None:
+        return None
     if not isinstance(data, dict) or data.get("decision") not in DECISIONS:
         raise InputError(f"{path}: 'decision' must be one of {', '.join(DECISIONS)}; fix it or delete it")
     return data
@@ -38,7 +38,7 @@ def write_review(env_dir: Path | str, decision: str, note: str = "", reviewer: s
     if decision not in DECISIONS:
         raise InputError(f"decision must be one of {', '.join(DECISIONS)}, not {decision!r}")
     root = Path(env_dir)
-    if not (root / "env.json").is_file():
+    if not env_file_exists(root, "env.json"):
         raise InputError(f"{root} is not an env folder (no env.json); nothing to review")
     review = {"decision": decision, "note": note.strip(), "reviewer": reviewer.strip(),
               "at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}

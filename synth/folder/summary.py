@@ -17,8 +17,10 @@ from rich.console import Console
 from rich.table import Table
 
 from synth.errors import InputError
-from synth.folder.database import table_counts
+from synth.folder.database import open_bytes, table_counts
 from synth.folder.dirs import static_problems
+from synth.folder.files import (EnvFileMissing, env_file_exists, missing_hint, read_env_bytes, read_env_text,
+                                read_optional_json)
 
 SCENARIO_CHARS = 600
 
@@ -32,12 +34,10 @@ def clip(text: str, limit: int) -> str:
     return cut + " …"
 
 
-def _read_json(path: Path, what: str, problems: list[str], default: Any) -> Any:
-    if not path.exists():
-        return default
+def _read_json(root: Path, what: str, problems: list[str], default: Any) -> Any:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+        return read_optional_json(root, what, default)
+    except InputError as exc:
         problems.append(f"{what} cannot be read ({str(exc).splitlines()[0]})")
         return default
 
@@ -45,11 +45,12 @@ def _read_json(path: Path, what: str, problems: list[str], default: Any) -> Any:
 def _manifest(root: Path) -> dict[str, Any]:
     if not root.is_dir():
         raise InputError(f"env folder not found: {root}; pass generated/envs/<env_id>")
-    if not (root / "env.json").is_file():
+    if not env_file_exists(root, "env.json"):
         raise InputError(f"{root} is not an env folder (no env.json); pass generated/envs/<env_id>")
+    text = read_env_text(root, "env.json")  # a link, FIFO or oversized file: its own one-line error
     try:
-        manifest = json.loads((root / "env.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+        manifest = json.loads(text)
+    except (ValueError, RecursionError) as exc:
         raise InputError(f"{root}/env.json is not valid JSON ({str(exc).splitlines()[0]}); "
                          "the env folder is damaged, rebuild it") from None
     missing = [k for k in ("id", "title", "status") if not isinstance(manifest, dict) or not manifest.get(k)]
@@ -59,29 +60,30 @@ def _manifest(root: Path) -> dict[str, Any]:
 
 
 def _tables(root: Path, problems: list[str]) -> dict[str, int]:
-    db_file = root / "db" / "initial.sqlite"
-    if not db_file.is_file():
-        problems.append(f"db/initial.sqlite is missing: the env cannot run; `synth rebuild-db {root}` "
-                        "rebuilds it from db/schema.sql and db/data.sql")
-        return {}
     try:
-        conn = sqlite3.connect(f"file:{db_file}?mode=ro", uri=True)
+        conn = open_bytes(read_env_bytes(root, "db/initial.sqlite"), readonly=True)
         try:
             return table_counts(conn)
         finally:
             conn.close()
-    except sqlite3.Error as exc:
-        problems.append(f"db/initial.sqlite cannot be read ({exc})")
-        return {}
+    except EnvFileMissing:
+        problems.append(f"db/initial.sqlite is missing: the env cannot run; {missing_hint(root, ['db/initial.sqlite'])}")
+    except (InputError, sqlite3.Error) as exc:
+        problems.append(f"db/initial.sqlite cannot be read ({str(exc).splitlines()[0]})")
+    return {}
 
 
 def _tasks(root: Path, problems: list[str]) -> list[dict[str, Any]]:
-    path = root / "tasks.jsonl"
-    if not path.is_file():
+    try:
+        data = read_env_bytes(root, "tasks.jsonl")
+    except EnvFileMissing:
         problems.append("tasks.jsonl is missing")
         return []
+    except InputError as exc:
+        problems.append(f"tasks.jsonl cannot be read ({str(exc).splitlines()[0]})")
+        return []
     tasks = []
-    for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+    for number, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
         if not line.strip():
             continue
         try:
@@ -100,10 +102,10 @@ def env_summary(env_dir: Path | str) -> dict[str, Any]:
     root = Path(env_dir)
     manifest = _manifest(root)
     problems: list[str] = []
-    report = _read_json(root / "report.json", "report.json", problems, {})
-    if not (root / "tools.json").exists():
+    report = _read_json(root, "report.json", problems, {})
+    if not env_file_exists(root, "tools.json"):
         problems.append("tools.json is missing")
-    tools = _read_json(root / "tools.json", "tools.json", problems, [])
+    tools = _read_json(root, "tools.json", problems, [])
     if not isinstance(tools, list) or not all(isinstance(t, dict) and t.get("name") for t in tools):
         problems.append("tools.json is not a list of tools with names")
         tools = []

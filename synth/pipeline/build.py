@@ -31,6 +31,7 @@ from pydantic import BaseModel, Field, ValidationError
 from synth.artifacts import ActingUser, Rules, Scenario, Task, ToolSpec
 from synth.config import Settings
 from synth.errors import InputError, SynthError
+from synth.folder.files import read_env_json
 from synth.folder.format import DEFAULT_TODAY, EnvDraft, EnvFolderError, write_env
 from synth.llm import BudgetExceeded, Gateway, StructuredOutputError
 from synth.pipeline.layout import built_path, env_path, failed_path
@@ -62,8 +63,8 @@ class BuildResult(BaseModel):
 
 def _manifest(folder: Path) -> dict[str, Any] | None:
     try:
-        return json.loads((folder / "env.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        return read_env_json(folder, "env.json")
+    except SynthError:
         return None
 
 

@@ -24,7 +24,6 @@ scenarios.rejected.jsonl and summary.json.
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import re
 import time
@@ -37,6 +36,8 @@ from typing import Any, Awaitable, TypeVar
 from synth.artifacts import Scenario, Seed
 from synth.atomic import write_json_atomic
 from synth.config import Settings
+from synth.errors import SynthError
+from synth.folder.files import read_env_json
 from synth.llm import BudgetExceeded, Gateway, ModelError
 from synth.pipeline.build import build_env
 from synth.pipeline.layout import built_path, env_path, place_env
@@ -128,8 +129,8 @@ def shown_reason(reason: str | None) -> str:
 
 def _status(env_dir: Path) -> str | None:
     try:
-        return json.loads((env_dir / "env.json").read_text()).get("status")
-    except (OSError, ValueError, AttributeError):
+        return read_env_json(env_dir, "env.json").get("status")
+    except (SynthError, AttributeError):
         return None
 
 

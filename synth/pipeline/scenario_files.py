@@ -16,6 +16,7 @@ from typing import Any
 from synth.artifacts import Scenario
 from synth.atomic import file_mode
 from synth.errors import InputError
+from synth.folder.files import read_env_json
 
 SCENARIO_FIELDS = ("name", "description", "category", "seed")
 REQUIRED_FIELDS = ("name", "description")
@@ -76,9 +77,9 @@ def load_existing(out: Path | str) -> list[Scenario]:
     found: list[Scenario] = []
     for manifest in sorted(out.glob("envs/*/env.json")):
         try:
-            data = json.loads(manifest.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise InputError(f"{manifest}: not valid JSON ({exc}); fix or remove this env folder") from None
+            data = read_env_json(manifest.parent, "env.json")
+        except InputError as exc:
+            raise InputError(f"{exc}; fix or remove this env folder") from None
         row = {
             "name": data.get("title") if isinstance(data, dict) else None,
             "description": data.get("scenario") if isinstance(data, dict) else None,

@@ -26,6 +26,7 @@ from synth.artifacts import EnvStatus, GateResult
 from synth.atomic import write_json_atomic
 from synth.config import Settings
 from synth.errors import InputError
+from synth.folder.files import EnvFileMissing, foreign_entries, read_env_bytes, read_env_json
 from synth.folder.format import EnvDraft, read_env_draft, write_env
 from synth.llm import BudgetExceeded, Gateway
 from synth.pipeline.stages.checkloop import TASK_GATES, CheckLoopResult, run_check_loop
@@ -89,10 +90,14 @@ def check_env(env_dir: Path | str, *, pool: Any = None, settings: Settings | Non
 
     root = Path(env_dir)
     settings = settings or Settings()
+    foreign = foreign_entries(root)
+    if foreign:  # refused before any work, and nothing is written into the folder
+        raise InputError(f"{'; '.join(foreign[:3])}{' (+more)' if len(foreign) > 3 else ''}; env folders must "
+                         "hold regular files only, copy the real files in")
     gates = run_all(root, pool=pool, required_rate=settings.check_pass_rate, settings=settings)
     passed = all(g.passed for g in gates)
     reasons = gate_reasons(gates)
-    manifest = json.loads((root / "env.json").read_text(encoding="utf-8"))
+    manifest = read_env_json(root, "env.json")
     # A built env that has not been through `synth verify` yet stays `built`: failing the
     # gates before its check loop ran says nothing new about it.
     status: EnvStatus = "verified" if passed else ("built" if manifest.get("status") == "built" else "failed")
@@ -101,19 +106,31 @@ def check_env(env_dir: Path | str, *, pool: Any = None, settings: Settings | Non
                        reasons=reasons)
 
 
-def _record_status(root: Path, status: EnvStatus, gates: list[GateResult], reasons: list[str]) -> None:
-    """Update report.json, then env.json, each atomically (env.json's status is what readers trust)."""
+def _previous_report(root: Path) -> dict:
+    """report.json as a regular file of the folder holds it ({} when missing or not a JSON object).
+    A symlink, FIFO or device in its place raises: synth check never reads through it, and never
+    copies what it points to into the folder."""
     try:
-        report = json.loads((root / "report.json").read_text(encoding="utf-8"))
-        report = report if isinstance(report, dict) else {}
-    except (OSError, ValueError):
-        report = {}
+        data = read_env_bytes(root, "report.json")
+    except EnvFileMissing:
+        return {}
+    try:
+        report = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return {}  # damaged: rewritten from scratch
+    return report if isinstance(report, dict) else {}
+
+
+def _record_status(root: Path, status: EnvStatus, gates: list[GateResult], reasons: list[str]) -> None:
+    """Update report.json, then env.json, each atomically (env.json's status is what readers trust).
+    Both are written fresh (temp file + rename), replacing whatever was at their path."""
+    report = _previous_report(root)
     report["gates"] = gates_report(gates)
     report["probes"] = probes_report(gates)
     report["status"] = status
     report["failure_reasons"] = reasons
     write_json_atomic(root / "report.json", report)
-    manifest = json.loads((root / "env.json").read_text(encoding="utf-8"))
+    manifest = read_env_json(root, "env.json")
     manifest["status"] = status
     manifest["failure_reason"] = "; ".join(reasons)[:2000] if reasons else None
     summary = manifest.get("report") if isinstance(manifest.get("report"), dict) else {}

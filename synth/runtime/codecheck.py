@@ -3,7 +3,9 @@
 It allows a short list of standard-library imports and refuses the names and
 attributes that lead out of a Python sandbox (exec/eval/open, dunder attributes,
 frame and module walking, string-named attribute helpers, str.format on a
-non-literal template, a connection's own guards). It is a filter, not the
+non-literal template, a connection's own guards), class patterns that read such
+attributes, changes to imported modules' attributes, finalizers and renaming the
+module. It is a filter, not the
 sandbox: the loader's restricted builtins and module stand-ins, the worker's
 audit hook and, above all, its OS boundary stop what slips through.
 """
@@ -41,6 +43,7 @@ FORBIDDEN_ATTRS = frozenset({
     # a connection's own guards (limits, authorizer, deadline) and the way back to it from a cursor
     "setlimit", "set_authorizer", "set_progress_handler", "set_trace_callback", "connection",
 }) | FORBIDDEN_MODULES
+FINALIZERS = frozenset({"__del__"})
 # str.format reads attributes named in its template: allowed on a literal template only.
 FORMAT_METHODS = frozenset({"format", "format_map"})
 # Names getattr() & co. refuse at run time (the template of a dynamic format is unknown).
@@ -85,6 +88,19 @@ def _dunder(name: str) -> bool:
     return name.startswith("__") and name.endswith("__")
 
 
+def refused_name(name: str) -> bool:
+    """An attribute env code may not name: private ones (a few public namedtuple methods
+    aside), frames, code, globals, module walks and format machinery. The one rule for
+    `x.name`, `getattr(x, "name")` and `case C(name=...)`."""
+    return (name.startswith("_") and name not in PUBLIC_UNDERSCORE_ATTRS) or name in DANGEROUS_NAMES
+
+
+def _root_name(node: ast.expr) -> ast.expr:
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        node = node.value
+    return node
+
+
 # CPython 3.11's parser is not safe to run from several threads at once ("AST
 # constructor recursion depth mismatch"); the build and verify stages check
 # code from worker threads, so parsing goes through one lock.
@@ -123,7 +139,7 @@ def check_source(src: str, filename: str = "<env code>") -> list[str]:
         elif isinstance(node, ast.Name):
             if node.id in FORBIDDEN_CALLS:
                 bad(node, f"use of {node.id!r} is not allowed")
-            elif _dunder(node.id) and node.id != "__name__":
+            elif _dunder(node.id) and (node.id != "__name__" or not isinstance(node.ctx, ast.Load)):
                 bad(node, f"use of {node.id!r} is not allowed")
             elif node.id in FORBIDDEN_MODULES and node.id not in bound:
                 bad(node, f"use of module {node.id!r} is not allowed")
@@ -135,9 +151,9 @@ def check_source(src: str, filename: str = "<env code>") -> list[str]:
             elif node.attr in FORMAT_METHODS and not (isinstance(node.value, ast.Constant)
                                                       and isinstance(node.value.value, str)):
                 bad(node, f".{node.attr}() is allowed on a literal template only (use an f-string)")
-            elif (isinstance(node.ctx, (ast.Store, ast.Del)) and isinstance(node.value, ast.Name)
-                  and node.value.id in imported):
-                bad(node, f"changing attributes of imported {node.value.id!r} is not allowed")
+            elif (isinstance(node.ctx, (ast.Store, ast.Del)) and isinstance(root := _root_name(node.value), ast.Name)
+                  and root.id in imported):
+                bad(node, f"changing attributes of imported {root.id!r} is not allowed")
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
             if node.func.id in ("getattr", "setattr", "delattr", "hasattr") and len(node.args) >= 2:
                 name = node.args[1]
@@ -145,10 +161,12 @@ def check_source(src: str, filename: str = "<env code>") -> list[str]:
                     bad(node, f"{node.func.id}() on private attribute {name.value!r} is not allowed")
                 elif isinstance(name, ast.Constant) and name.value in DANGEROUS_NAMES:
                     bad(node, f"{node.func.id}() on attribute {name.value!r} is not allowed")
-        elif isinstance(node, ast.MatchClass):
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in FINALIZERS:
+            bad(node, f"defining {node.name} is not allowed (finalizers run when the sandbox, not the env, decides)")
+        elif isinstance(node, ast.MatchClass):  # `case C(attr=x)` reads x.attr: checked like getattr
             for attr in node.kwd_attrs:
-                if attr.startswith("_"):
-                    bad(node, f"match on private attribute {attr!r} is not allowed")
+                if refused_name(attr):
+                    bad(node, f"match on attribute {attr!r} is not allowed")
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _FORMAT_DUNDER.search(node.value):
             bad(node, "format string reaching a private attribute is not allowed")
     return problems

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from synth.artifacts import EnvBug, EnvManifest, Task, ToolSpec
 from synth.errors import InputError
 from synth.folder.database import db_sha256
-from synth.folder.dirs import missing_hint
+from synth.folder.files import missing_hint
 from synth.folder.files import env_file_exists, parse_json, read_env_bytes, read_env_json, read_env_text, safe_env_id
 from synth.folder.toolschema import check_portable_schema
 from synth.runtime.episode import Episode

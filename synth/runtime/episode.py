@@ -18,8 +18,9 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 from synth.artifacts import Check, EnvBug, Reward, Task, TrajectoryStep
+from synth.errors import SynthError
 from synth.folder.database import open_bytes
-from synth.runtime.guards import clean_text
+from synth.runtime.guards import MAX_CHECKS, clean_text
 from synth.runtime.sandbox import EpisodeLost
 from synth.runtime.schema_check import ArgumentError
 
@@ -149,33 +150,45 @@ class Episode:
 
     def evaluate(self, answer: Any = None, reward: str = "rubric", *, state: bool = True) -> Reward:
         """The task's rewards: the verifier's rubric and (unless state=False) the state-equivalence
-        reward beside it (synth/use/reward.py); `reward` picks the one Reward.reward holds: "rubric",
-        "state" or "both"."""
-        rubric = self._rubric(answer)
+        reward beside it (synth/use/reward.py), both on one snapshot of the episode's database;
+        `reward` picks the one Reward.reward holds: "rubric", "state" or "both"."""
+        final: bytes | str | None = None
+        if self.task is not None and not self.closed:
+            try:
+                final = self.snapshot()
+            except EpisodeLost as exc:
+                final = str(exc)
+        rubric = self._rubric(answer, final)
         if not state or self.task is None or self.closed:
             return rubric
         from synth.use.reward import with_state
 
-        return with_state(self, rubric, answer, reward)
+        return with_state(self, rubric, answer, reward, final=final if isinstance(final, bytes) else None)
 
-    def _rubric(self, answer: Any = None) -> Reward:
-        """Run the task's verifier (sandboxed) on the initial and the current database."""
+    def _rubric(self, answer: Any, final: bytes | str | None) -> Reward:
+        """Run the task's verifier (sandboxed, in a worker that never ran the env's tools) on the
+        initial database and `final`."""
         if self.task is None:
             return Reward(reward=0.0, passed=False, error="the episode has no task to evaluate")
         if self.closed:
             return Reward(reward=0.0, passed=False, error="the episode is closed")
+        if not isinstance(final, bytes):
+            return Reward(reward=0.0, passed=False, error=str(final))
         if answer is not None and not isinstance(answer, str):
             answer = json.dumps(answer, ensure_ascii=False, default=str)
         verifier = self.task.verifier or f"verify_{self.task.task_id}"
-        with self._lock:
-            try:
-                reply = self._backend.evaluate(self._handle, verifier, answer)
-            except EpisodeLost as exc:
-                return Reward(reward=0.0, passed=False, error=str(exc))
+        try:
+            reply = self._backend.verify(self.env._key, verifier, final, answer)
+        except SynthError as exc:  # no verifier worker could be had (the env was closed, the pool is busy)
+            return Reward(reward=0.0, passed=False, error=str(exc))
+        if reply[0] == "refused":
+            return Reward(reward=0.0, passed=False, error=reply[1])
         if reply[0] != "ok":
             _, kind, message, tb = reply
             self._bug(verifier, None, kind, message, tb)
             return Reward(reward=0.0, passed=False, error=message)
+        if not isinstance(reply[1], list) or len(reply[1]) > MAX_CHECKS:
+            return Reward(reward=0.0, passed=False, error="the sandbox worker sent malformed checks")
         try:
             reward = Reward.from_checks([Check(name=n, passed=p, weight=w) for n, p, w in reply[1]])
         except (TypeError, ValueError):

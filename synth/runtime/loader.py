@@ -3,7 +3,12 @@ restricted (no open/exec/eval/compile, getattr & co. refusing private and
 dangerous names) and whose imports give read-only stand-ins of the allowed
 modules that carry only what tool code may touch: no module reachable through
 another module's attributes (`typing.sys`, `uuid.os`), no helper that takes an
-attribute name as a string (`operator.attrgetter`, `typing.get_type_hints`).
+attribute or module name as a string or evaluates one (`operator.attrgetter`,
+`typing.get_type_hints`, `enum.global_enum`, `functools.singledispatch`; guarded
+versions of `functools.update_wrapper`/`wraps` and `dataclasses.dataclass`), no
+mutable module-level object (`decimal.DefaultContext`; lists and sets come as
+tuples and frozensets), and `random`'s functions drawing from the running
+episode's own generator (isolation.py).
 
 Code is compiled once and executed again for every episode (`run_module`), so
 module-level state never outlives an episode.
@@ -16,20 +21,24 @@ from __future__ import annotations
 
 import __future__
 import builtins
+import dataclasses
 import functools
+import keyword
 import linecache
 import sys
 import types
 from typing import Any
 
-from synth.runtime.codecheck import _PARSE_LOCK, ALLOWED_IMPORTS, DANGEROUS_NAMES, PUBLIC_UNDERSCORE_ATTRS
+from synth.runtime.codecheck import _PARSE_LOCK, ALLOWED_IMPORTS, DANGEROUS_NAMES, refused_name
+from synth.runtime.isolation import random_function
 
 _REMOVED = {
     "exec", "eval", "compile", "open", "globals", "locals", "vars", "breakpoint", "input", "help", "exit",
     "quit", "copyright", "credits", "license", "memoryview", "__loader__", "__spec__", "__import__",
 }
 # Per allowed module, public names that still lead out: evaluation of strings, attribute
-# lookups by name, and process-wide state one episode could leave for the next.
+# lookups by name, and process-wide state one episode could leave for the next (mutable
+# module-level objects, functions that change them).
 _DENIED = {
     "typing": {"get_type_hints", "ForwardRef", "get_overloads", "clear_overloads"},
     "operator": {"attrgetter", "methodcaller"},
@@ -37,7 +46,16 @@ _DENIED = {
     "sqlite3": {"register_adapter", "register_converter", "adapters", "converters", "enable_callback_tracebacks",
                 "enable_shared_cache", "complete_statement"},
     "time": {"tzset"},
+    "decimal": {"DefaultContext", "BasicContext", "ExtendedContext"},
+    "calendar": {"c", "setfirstweekday"},
+    "copy": {"dispatch_table"},
+    "datetime": {"datetime_CAPI"},
+    "enum": {"global_enum"},  # copies members into the globals of any module, named by the class
+    "functools": {"singledispatch", "singledispatchmethod"},  # evaluate annotation strings (get_type_hints)
 }
+# Mutable module-level values env code may read: it gets an immutable copy.
+_COPIED = {"calendar": {"mdays", "day_name", "day_abbr", "month_name", "month_abbr"},
+           "hashlib": {"algorithms_guaranteed", "algorithms_available"}, "typing": {"EXCLUDED_ATTRIBUTES"}}
 # Submodules tool code may use as attributes of their package (`collections.abc.Mapping`).
 _SUBMODULES = {"collections": ("abc",)}
 
@@ -78,6 +96,11 @@ def safe_module(name: str) -> SafeModule:
     keep = {k: v for k, v in vars(real).items()
             if not k.startswith("_") and not isinstance(v, types.ModuleType) and k not in denied
             and k not in DANGEROUS_NAMES}
+    for k in _COPIED.get(name, ()):
+        keep[k] = frozenset(keep[k]) if isinstance(keep[k], set) else tuple(keep[k])
+    keep.update(_GUARDED.get(name, {}))
+    if name == "random":  # each episode draws from a generator of its own
+        keep.update({k: random_function(k) for k, v in keep.items() if getattr(v, "__self__", None) is real._inst})
     for sub in _SUBMODULES.get(name, ()):
         keep[sub] = safe_module(f"{name}.{sub}")
     module = SafeModule(f"<sandboxed {name}>")
@@ -86,10 +109,56 @@ def safe_module(name: str) -> SafeModule:
     return module
 
 
+def _standard_names(names: Any, allowed: tuple[str, ...], what: str) -> tuple[str, ...]:
+    names = tuple(names)
+    for name in names:
+        if type(name) is not str or name not in allowed:
+            refuse(f"functools {what} name {str(name)[:60]!r}")
+            raise AttributeError(f"functools.update_wrapper may copy only the standard attributes in environment "
+                                 f"code ({', '.join(allowed)})")
+    return names
+
+
+def _update_wrapper(wrapper: Any, wrapped: Any, assigned: Any = functools.WRAPPER_ASSIGNMENTS,
+                    updated: Any = functools.WRAPPER_UPDATES) -> Any:
+    """functools.update_wrapper with the standard attribute names only: given others it would read
+    and write any attribute by name (a function's __globals__, for one)."""
+    return functools.update_wrapper(wrapper, wrapped, _standard_names(assigned, functools.WRAPPER_ASSIGNMENTS,
+                                                                      "assigned"),
+                                    _standard_names(updated, functools.WRAPPER_UPDATES, "updated"))
+
+
+def _wraps(wrapped: Any, assigned: Any = functools.WRAPPER_ASSIGNMENTS,
+           updated: Any = functools.WRAPPER_UPDATES) -> Any:
+    return functools.partial(_update_wrapper, wrapped=wrapped,
+                             assigned=_standard_names(assigned, functools.WRAPPER_ASSIGNMENTS, "assigned"),
+                             updated=_standard_names(updated, functools.WRAPPER_UPDATES, "updated"))
+
+
+def _dataclass(cls: Any = None, /, **options: Any) -> Any:
+    """dataclasses.dataclass for env code's own classes: it compiles methods from the field names,
+    with the globals of the module the class names, so both must be env code's."""
+
+    def wrap(klass: Any) -> Any:
+        namespace = type.__dict__["__dict__"].__get__(klass) if issubclass(type(klass), type) else {}
+        module = namespace.get("__module__")
+        fields = namespace.get("__annotations__", {})
+        if not (type(module) is str and module.startswith("synth_env_") and type(fields) is dict and all(
+                type(f) is str and f.isidentifier() and not keyword.iskeyword(f) for f in fields)):
+            refuse("dataclass of a class that is not environment code's own")
+            raise TypeError("dataclass() takes a class environment code defines, with identifier field names")
+        return dataclasses.dataclass(klass, **options)
+
+    return wrap if cls is None else wrap(cls)
+
+
+_GUARDED = {"functools": {"update_wrapper": _update_wrapper, "wraps": _wraps},
+            "dataclasses": {"dataclass": _dataclass}}
 _IMPORTED: dict[tuple[str, bool], SafeModule] = {}  # (name, from-import?) -> stand-in: imports run per episode
 
 
 def _restricted_import(name: str, globals=None, locals=None, fromlist=(), level=0):  # noqa: A002
+    name = str.__str__(name) if isinstance(name, str) else name  # a str subclass could answer checks falsely
     found = _IMPORTED.get((name, bool(fromlist))) if not level and isinstance(name, str) else None
     if found is not None:
         return found
@@ -105,7 +174,8 @@ def _restricted_import(name: str, globals=None, locals=None, fromlist=(), level=
 def _public(name: Any) -> str:
     if not isinstance(name, str):
         raise TypeError("attribute name must be a string")
-    if (name.startswith("_") and name not in PUBLIC_UNDERSCORE_ATTRS) or name in DANGEROUS_NAMES:
+    name = str.__str__(name)  # an exact str: a subclass could answer startswith() falsely
+    if refused_name(name):
         refuse(f"attribute {name[:60]!r} by name")
         raise AttributeError(f"access to attribute {name!r} is not allowed in environment code")
     return name

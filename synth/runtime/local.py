@@ -1,9 +1,10 @@
 """Trusted in-process mode: the same Host the sandbox worker runs, called directly.
 
 It runs generated code in this process with no protection: no OS boundary, no
-resource limit, no timeout. The static check and the restricted builtins still
-run, but they are filters that catch mistakes, not a security boundary. Use it
-only for envs you wrote or reviewed; chosen explicitly with Env.load(..., trusted=True).
+resource limit, no timeout, no immutable classes, and tools and verifiers share
+one interpreter. The static check and the restricted builtins still run, but they
+are filters that catch mistakes, not a security boundary. Use it only for envs
+you wrote or reviewed; chosen explicitly with Env.load(..., trusted=True).
 """
 
 from __future__ import annotations
@@ -66,13 +67,20 @@ class LocalHost:
     def unverifiable(self) -> str | None:
         return None  # trusted mode is the operator's explicit choice
 
+    def verify(self, key: str, verifier: str, final: bytes, answer: str | None) -> tuple:
+        return self._host.op_verify(f"{self._prefix}_{key}", verifier, final, answer)
+
     def evaluate(self, ep: int, verifier: str, answer: str | None) -> tuple:
+        """The verifier on the episode's database as it is now."""
         self._check(ep)
-        return self._host.op_evaluate(ep, verifier, answer)
+        return self._host.op_verify(self._host.episodes[ep].key, verifier, self.snapshot(ep), answer)
 
     def snapshot(self, ep: int) -> bytes:
         self._check(ep)
-        return self._host.op_snapshot(ep)[1]
+        reply = self._host.op_snapshot(ep)
+        if reply[0] != "ok":
+            raise EpisodeLost(reply[2])
+        return reply[1]
 
     def close_episode(self, ep: int) -> None:
         self._host.op_close(ep)

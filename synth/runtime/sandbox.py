@@ -4,9 +4,19 @@ Each worker is `python -S -m synth.runtime.worker` (see worker.py and confine.py
 for what it locks down) talking over two pipes. One worker serves one request
 at a time and only ever holds one env's code: the pool binds a worker to an
 env the first time it loads that env there, and a worker that held another env
-is replaced by a fresh process, never reused. At most `workers` processes run;
-an env gets more of them (up to the cap) when its episodes run concurrently,
-and an idle worker of another env is replaced when the cap is reached.
+is replaced by a fresh process, never reused. At most `workers` processes run
+an env's tools; an env gets more of them (up to the cap) when its episodes run
+concurrently, and an idle worker of another env is replaced when the cap is
+reached. An env's verifiers run in a second set of workers of the same kind
+(`verifier_workers`, default half as many), never in a process that ran its
+tools: an evaluation gets the episode's database as bytes, so nothing tool code
+does reaches a verdict. `spread` keeps an env's episodes on its share of the
+workers (the pipeline's pool), so one env cannot hold every worker.
+
+Replies are bounded before they are read: a worker that announces more than its
+request's limit (a tool result: --max-result-bytes plus framing) is killed
+unread, and only the episodes it held are lost. `call_many` (pipelined.py) writes
+many calls to a worker ahead of their replies, under the same bounds.
 
 Timeouts: the worker interrupts a call itself at `call_timeout` (the episode
 survives); if it has not answered `grace` seconds later it is killed. A killed
@@ -20,18 +30,17 @@ import collections
 import hashlib
 import itertools
 import os
-import pickle
-import subprocess
 import threading
 import time
-import weakref
 from dataclasses import dataclass
 
 from synth.errors import SynthError
-from synth.runtime import confine, wire
+from synth.runtime import wire
 from synth.runtime.codecheck import CodeRejected, check_source
-from synth.runtime.workerproc import (Died, SandboxError, Slot, close_slot, exit_reason, notice_weak, shutdown,
-                                      start_worker, well_formed)
+from synth.runtime.guards import db_limit
+from synth.runtime.pipelined import PipelinedCalls
+from synth.runtime.workerproc import Died, EpisodeLost, SandboxError, Slot
+from synth.runtime.workers import FRAMING, SMALL_REPLY, WorkerSlots, died_reply
 
 __all__ = ["EnvLoadError", "EpisodeLost", "Handle", "PoolBusy", "SandboxError", "SandboxPool", "default_pool"]
 
@@ -40,31 +49,21 @@ class PoolBusy(SandboxError):
     """Every worker holds live episodes of other envs; none freed up in time."""
 
 
-class EpisodeLost(SynthError):
-    """The worker holding an episode died; the episode's state is gone."""
-
-
 class EnvLoadError(SynthError):
     """An env's code passed the static check but failed while being loaded."""
 
 
-_BROKEN = (wire.WireTimeout, wire.WireClosed, OSError, pickle.UnpicklingError, ValueError, EOFError)
-_PIPELINE_BYTES = 32 << 10  # call requests written ahead of their replies; a pipe holds 64 KiB
-
-
-def _died_reply(what: str, died: Died) -> tuple:
-    kind = "killed" if died.timed_out else "crash"
-    return ("error", kind, f"{what} stopped its sandbox worker ({died.reason}); the worker was restarted and this "
-            "episode is lost", "")
-
-
 @dataclass(frozen=True)
 class Handle:
-    """Where an episode lives: worker slot, that worker's generation, episode number."""
+    """Where an episode lives: worker slot, that worker's generation, episode number, env key."""
 
     slot: int
     generation: int
     ep: int
+    key: str = ""
+
+
+LOAD_REPLY = 16 << 20  # tool and verifier names
 
 
 def check_env_code(tools_src: str, verifiers_src: str) -> None:
@@ -74,7 +73,7 @@ def check_env_code(tools_src: str, verifiers_src: str) -> None:
             raise CodeRejected(filename, problems)
 
 
-class SandboxPool:
+class SandboxPool(PipelinedCalls, WorkerSlots):
     """Worker processes for untrusted env code; safe to use from many threads.
 
     `ast_check`, `restricted` (restricted builtins), `audit` (the audit hook) and
@@ -87,7 +86,8 @@ class SandboxPool:
                  wait_timeout: float = 120.0, spread: int | None = None, max_argument_bytes: int | None = None,
                  max_result_bytes: int | None = None, allow_weak: bool | None = None,
                  ast_check: bool = True, restricted: bool = True, audit: bool = True,
-                 skip_layers: tuple[str, ...] = ()):
+                 skip_layers: tuple[str, ...] = (), verifier_workers: int | None = None, role: str = "tools",
+                 spares_from: WorkerSlots | None = None):
         if call_timeout is None or max_argument_bytes is None or max_result_bytes is None or allow_weak is None:
             from synth.config import load_settings
 
@@ -96,159 +96,38 @@ class SandboxPool:
             max_argument_bytes = settings.max_argument_bytes if max_argument_bytes is None else max_argument_bytes
             max_result_bytes = settings.max_result_bytes if max_result_bytes is None else max_result_bytes
             allow_weak = settings.allow_weak_sandbox if allow_weak is None else allow_weak
-        if workers < 1:
-            raise ValueError("a sandbox pool needs at least one worker")
-        self.call_timeout, self.grace = call_timeout, grace
-        self.memory_mb, self.cpu_seconds, self.startup_timeout = memory_mb, cpu_seconds, startup_timeout
+        options = {"memory_mb": memory_mb, "cpu_seconds": cpu_seconds, "timeout": call_timeout,
+                   "restricted": restricted, "audit": audit, "skip_layers": list(skip_layers),
+                   "max_result_bytes": max_result_bytes}
+        super().__init__(workers, options, startup_timeout=startup_timeout, allow_weak=allow_weak,
+                         spares_from=spares_from)
+        self.call_timeout, self.grace, self.memory_mb = call_timeout, grace, memory_mb
         self.wait_timeout = wait_timeout
         # How many workers one env may hold while another is idle (None: any, for throughput). The
         # pipeline keeps it low: its many envs need workers of their own more than speed within one.
         self.spread = spread
         self.max_argument_bytes, self.max_result_bytes = max_argument_bytes, max_result_bytes
-        self.allow_weak = allow_weak
         self.ast_check, self.restricted, self.audit = ast_check, restricted, audit
         self.skip_layers = tuple(skip_layers)
-        self.missing_layers: list[str] = []
-        self._slots = [Slot(i) for i in range(workers)]
+        self.role = role  # "tools": this pool runs tools.py; "verifiers": verifiers.py (self.verifiers)
         self._envs: dict[str, tuple] = {}
-        self._identity: dict[str, str] = {}  # env key -> hash of its id and code
-        self._spare: Slot | None = None  # a clean worker started ahead of need
-        self._spare_starting = False
-        self._spares_made: list[Slot] = []
+        self._identity: dict[str, str] = {}  # env key -> hash of its role, id and code
         self._abandoned: collections.deque[Handle] = collections.deque()
-        self._lock = threading.Lock()
-        self._freed = threading.Condition(self._lock)
         self._ids = itertools.count(1)
-        self._closed = False
-        self._finalizer = weakref.finalize(self, shutdown, self._slots, self._spares_made)
-        confine.mark_nondumpable()  # our environment (API keys) and memory stay ours
-        ref = weakref.ref(self)
-        os.register_at_fork(after_in_child=lambda: (pool := ref()) and pool._forget_workers())
+        self.verifiers: SandboxPool | None = None
+        if role == "tools":
+            # Verdicts are short stateless requests: half as many workers serve them by default.
+            self.verifiers = SandboxPool(
+                verifier_workers or max(1, (workers + 1) // 2), memory_mb, call_timeout, grace=grace, cpu_seconds=cpu_seconds,
+                startup_timeout=startup_timeout, wait_timeout=wait_timeout, spread=spread,
+                max_argument_bytes=max_argument_bytes, max_result_bytes=max_result_bytes, allow_weak=allow_weak,
+                ast_check=False, restricted=restricted, audit=audit, skip_layers=skip_layers, role="verifiers",
+                spares_from=self)
 
-    def _forget_workers(self) -> None:
-        """In a forked child: the workers belong to the parent; never talk to or kill them."""
-        for slot in self._slots:
-            for fd in (slot.wfd, slot.rfd):
-                if fd >= 0:
-                    os.close(fd)
-            slot.lock = threading.Lock()
-            if slot.proc is not None:
-                slot.deaths[slot.generation] = "it belongs to the parent of this forked process"
-                slot.generation += 1
-            slot.proc, slot.wfd, slot.rfd, slot.poller = None, -1, -1, None
-            slot.env, slot.loaded, slot.loaded_key, slot.episodes, slot.pending = None, None, None, 0, 0
-        for spare in self._spares_made:
-            for fd in (spare.wfd, spare.rfd):
-                if fd >= 0:
-                    os.close(fd)
-            spare.proc, spare.wfd, spare.rfd, spare.poller = None, -1, -1, None
-        self._spare, self._spare_starting = None, False
-        self._lock = threading.Lock()
-        self._freed = threading.Condition(self._lock)
-
-    # ----------------------------------------------------------------- workers
-
-    def _options(self) -> dict:
-        return {"memory_mb": self.memory_mb, "cpu_seconds": self.cpu_seconds, "timeout": self.call_timeout,
-                "restricted": self.restricted, "audit": self.audit, "skip_layers": list(self.skip_layers),
-                "max_result_bytes": self.max_result_bytes}
-
-    def _start(self, slot: Slot) -> None:
-        """Give `slot` a clean worker: the spare one started in the background if it is ready
-        (a process start with its lockdown takes ~0.1 s), else a new one; then start the next spare."""
-        with self._lock:
-            spare, self._spare = self._spare, None
-        if spare is not None and spare.proc is not None and spare.proc.poll() is None:
-            slot.proc, slot.wfd, slot.rfd, slot.poller, slot.info = (spare.proc, spare.wfd, spare.rfd,
-                                                                     spare.poller, spare.info)
-            spare.proc, spare.wfd, spare.rfd, spare.poller = None, -1, -1, None  # the slot owns them now
-        else:
-            if spare is not None:
-                close_slot(spare)
-            start_worker(slot, self._options(), self.startup_timeout)
-        self._prestart()
-        self._check_layers(slot)
-
-    def _prestart(self) -> None:
-        with self._lock:
-            if self._spare_starting or self._spare is not None or self._closed:
-                return
-            self._spare_starting = True
-
-        def run() -> None:
-            spare = Slot(-1)
-            try:
-                start_worker(spare, self._options(), self.startup_timeout)
-            except SandboxError:
-                spare = None
-            finally:
-                with self._lock:
-                    self._spare_starting = False
-                    keep = spare is not None and self._spare is None and not self._closed
-                    if keep:
-                        self._spare = spare
-                        self._spares_made.append(spare)  # closed at shutdown if never used
-            if spare is not None and not keep:
-                close_slot(spare)
-
-        threading.Thread(target=run, name="sandbox-spare", daemon=True).start()
-
-    def _check_layers(self, slot: Slot) -> None:
-        missing = confine.missing(slot.info)
-        if missing:
-            self.missing_layers = sorted(set(self.missing_layers) | set(missing))
-            notice_weak(missing, [str(n) for n in slot.info.get("notes", [])], self.allow_weak)
-
-    def unverifiable(self) -> str | None:
-        """Why envs run by this pool must not be marked verified (None: they may be)."""
-        if not self.missing_layers or self.allow_weak:
-            return None
-        return (f"the sandbox's OS layer is incomplete on this machine (missing {', '.join(self.missing_layers)}); "
-                "pass --allow-weak-sandbox to mark envs verified anyway")
-
-    def _die(self, slot: Slot, reason: str) -> None:
-        """Record why this generation ended, drop its state; the next request starts anew."""
-        slot.deaths[slot.generation] = reason
-        close_slot(slot)
-        slot.generation += 1
-        slot.loaded = slot.loaded_key = None
-        with self._lock:
-            slot.episodes = 0
-            self._freed.notify_all()
-
-    def _request(self, slot: Slot, request: tuple, timeout: float, limit: int | None = None) -> tuple:
-        """Send one request and wait for its reply (caller holds slot.lock)."""
-        if slot.proc is None:
-            self._start(slot)
-        try:
-            wire.send(slot.wfd, request, limit)
-            reply = wire.recv_untrusted(slot.rfd, slot.poller, time.monotonic() + timeout)
-        except wire.TooLarge:
-            raise
-        except _BROKEN as exc:
-            raise self._broken(slot, exc, timeout) from None
-        return self._checked(slot, reply)
-
-    def _broken(self, slot: Slot, exc: BaseException, timeout: float) -> Died:
-        """The worker did not answer properly: end its generation and say why."""
-        if isinstance(exc, wire.WireTimeout):
-            reason = f"timed out after {timeout:g} s"
-            self._die(slot, reason)
-            return Died(reason, True)
-        proc = slot.proc
-        try:
-            code = proc.wait(timeout=2) if proc else None
-        except subprocess.TimeoutExpired:
-            code = None
-        reason = exit_reason(code) if code is not None else f"broke the protocol ({type(exc).__name__})"
-        self._die(slot, reason)
-        return Died(reason, False)
-
-    def _checked(self, slot: Slot, reply: object) -> tuple:
-        if not well_formed(reply):
-            self._die(slot, "sent a malformed reply")
-            raise Died("sent a malformed reply", False)
-        return reply  # type: ignore[return-value]
+    @property
+    def missing_layers(self) -> list[str]:
+        """OS layers some worker of this pool (or of its verifier workers) reported missing."""
+        return sorted(set(self._missing) | set(self.verifiers.missing_layers if self.verifiers else ()))
 
     # ----------------------------------------------------------------- placing envs on workers
 
@@ -318,8 +197,11 @@ class SandboxPool:
             return None
         if slot.proc is not None and slot.loaded_key is not None:
             self._unload(slot)
+        label, tools_src, verifiers_src, initial, names = self._envs[key]
+        load = ("load", key, label, tools_src if self.role == "tools" else None,
+                verifiers_src if self.role == "verifiers" else None, initial, names)
         try:
-            reply = self._request(slot, ("load", key, *self._envs[key]), self.call_timeout + self.grace)
+            reply = self._request(slot, load, self.call_timeout + self.grace, reply_limit=LOAD_REPLY)
         except Died as died:
             raise EnvLoadError(f"loading the env's code killed its sandbox worker ({died.reason})") from None
         except BaseException:
@@ -341,10 +223,39 @@ class SandboxPool:
 
     def register_env(self, key: str, label: str, tools_src: str, verifiers_src: str, initial: bytes,
                      tool_names: list[str]) -> dict:
-        """Check and load an env's code once (errors surface here), keep it for more workers."""
+        """Check and load an env's code once (errors surface here), keep it for more workers: its
+        tools here, its verifiers in the verifier workers."""
         if self.ast_check:
             check_env_code(tools_src, verifiers_src)
-        code = hashlib.sha256("\0".join((label, tools_src, verifiers_src)).encode("utf-8", "surrogatepass"))
+        args = (key, label, tools_src, verifiers_src, initial, tool_names)
+        if self.verifiers is None:
+            return self._register(*args)
+        lane: dict = {}
+
+        def load_verifiers() -> None:  # at the same time: each may have to start a worker process
+            try:
+                lane["info"] = self.verifiers._register(*args)
+            except BaseException as exc:  # noqa: BLE001 - raised below, in the caller's thread
+                lane["error"] = exc
+
+        thread = threading.Thread(target=load_verifiers, name="sandbox-load-verifiers", daemon=True)
+        thread.start()
+        try:
+            info = self._register(*args)
+        except BaseException:
+            thread.join()
+            self.unregister_env(key)
+            raise
+        thread.join()
+        if "error" in lane:
+            self.unregister_env(key)
+            raise lane["error"]
+        return {**info, **lane["info"]}
+
+    def _register(self, key: str, label: str, tools_src: str, verifiers_src: str, initial: bytes,
+                  tool_names: list[str]) -> dict:
+        source = tools_src if self.role == "tools" else verifiers_src
+        code = hashlib.sha256("\0".join((self.role, label, source)).encode("utf-8", "surrogatepass"))
         with self._lock:
             self._envs[key] = (label, tools_src, verifiers_src, initial, list(tool_names))
             self._identity[key] = code.hexdigest()
@@ -391,6 +302,8 @@ class SandboxPool:
     def unregister_env(self, key: str) -> None:
         """Forget an env. Its workers stay up holding its code's identity only: the same code
         loaded again reuses them; any other env gets them only as fresh processes."""
+        if self.verifiers is not None:
+            self.verifiers.unregister_env(key)
         if key not in self._envs:
             return
         for slot in self._forget_env(key, closed=True):
@@ -416,116 +329,70 @@ class SandboxPool:
                 if reply[0] != "ok":
                     raise SandboxError(f"the env's code failed to start an episode: {reply[2]}")
                 opened = 1
-                return Handle(slot.index, slot.generation, ep)
+                return Handle(slot.index, slot.generation, ep, key)
         finally:
             self._settle(slot, opened)
 
-    def _on_episode(self, handle: Handle, request: tuple, what: str, limit: int | None = None) -> tuple:
+    def _on_episode(self, handle: Handle, request: tuple, what: str, limit: int | None = None,
+                    reply_limit: int = SMALL_REPLY) -> tuple:
         slot = self._slots[handle.slot]
         with slot.lock:
             if slot.generation != handle.generation:
                 reason = slot.deaths.get(handle.generation, "it was stopped")
                 raise EpisodeLost(f"episode lost: worker crashed ({reason})")
             try:
-                return self._request(slot, request, self.call_timeout + self.grace, limit)
+                return self._request(slot, request, self.call_timeout + self.grace, limit, reply_limit)
             except wire.TooLarge as exc:
                 return ("refused", f"the arguments are {exc.size:,} bytes; the limit is {exc.limit:,} bytes")
             except Died as died:
-                return _died_reply(what, died)
+                return died_reply(what, died, "this episode is lost" if self.role == "tools" else "the episode goes on")
 
     def call(self, handle: Handle, tool: str, kwargs: dict) -> tuple:
         return self._on_episode(handle, ("call", handle.ep, tool, kwargs), f"tool {tool!r}",
-                                self.max_argument_bytes)
-
-    def lane(self, handle: Handle) -> int:
-        """Calls in the same lane share one worker and run one after another."""
-        return handle.slot
-
-    def call_many(self, calls: list[tuple[Handle, str, dict]]) -> list[tuple | EpisodeLost]:
-        """Many tool calls (of any episodes), each answered as call() would, or an EpisodeLost.
-
-        The calls on one worker are pipelined: written ahead of their replies (up to
-        _PIPELINE_BYTES unread, less than a pipe holds, so neither side blocks on a write),
-        and the worker runs them back to back while this side reads the replies. Calls on
-        the same episode keep their order."""
-        replies: list = [None] * len(calls)
-        by_slot: dict[int, list[int]] = {}
-        for i, (handle, _, _) in enumerate(calls):
-            by_slot.setdefault(handle.slot, []).append(i)
-        for index, positions in by_slot.items():
-            slot = self._slots[index]
-            with slot.lock:
-                self._pipeline(slot, [(i, *calls[i]) for i in positions], replies)
-        return replies
-
-    def _pipeline(self, slot: Slot, items: list[tuple[int, Handle, str, dict]], replies: list) -> None:
-        """Caller holds slot.lock; fills replies[position] for every item."""
-        waiting: collections.deque = collections.deque()  # (position, tool, bytes, when sent)
-        todo = collections.deque(items)
-        timeout = self.call_timeout + self.grace
-        try:
-            self._pipe(slot, todo, waiting, replies, timeout)
-        except BaseException:
-            if waiting and slot.proc is not None:  # replies left unread: that pipe is out of step for good
-                self._die(slot, "a batch of calls on it was interrupted")
-            raise
-
-    def _pipe(self, slot: Slot, todo: collections.deque, waiting: collections.deque, replies: list,
-              timeout: float) -> None:
-        unread, answered = 0, time.monotonic()
-        while todo or waiting:
-            while todo:
-                position, handle, tool, kwargs = todo[0]
-                if slot.generation != handle.generation or slot.proc is None:
-                    todo.popleft()
-                    reason = slot.deaths.get(handle.generation, "it was stopped")
-                    replies[position] = EpisodeLost(f"episode lost: worker crashed ({reason})")
-                    continue
-                try:
-                    framed = wire.frame(("call", handle.ep, tool, kwargs), self.max_argument_bytes)
-                except wire.TooLarge as exc:
-                    todo.popleft()
-                    replies[position] = ("refused", f"the arguments are {exc.size:,} bytes; the limit is "
-                                                    f"{exc.limit:,} bytes")
-                    continue
-                if waiting and unread + len(framed) > _PIPELINE_BYTES:
-                    break
-                todo.popleft()
-                try:
-                    wire.write(slot.wfd, framed)
-                except OSError as exc:
-                    replies[position] = _died_reply(f"tool {tool!r}", self._broken(slot, exc, timeout))
-                    break
-                waiting.append((position, tool, len(framed), time.monotonic()))
-                unread += len(framed)
-            if waiting and slot.proc is not None:
-                position, tool, size, sent = waiting.popleft()
-                try:
-                    # The worker starts a call when it has answered the one before.
-                    reply = wire.recv_untrusted(slot.rfd, slot.poller, max(answered, sent) + timeout)
-                    replies[position] = self._checked(slot, reply)
-                except _BROKEN as exc:
-                    replies[position] = _died_reply(f"tool {tool!r}", self._broken(slot, exc, timeout))
-                except Died as died:
-                    replies[position] = _died_reply(f"tool {tool!r}", died)
-                answered = time.monotonic()
-                unread -= size
-            if slot.proc is None:  # it died: the calls written after the one that killed it are lost with it
-                reason = slot.deaths.get(slot.generation - 1, "it was stopped")
-                for later, *_ in waiting:
-                    replies[later] = EpisodeLost(f"episode lost: worker crashed ({reason})")
-                waiting.clear()
-                unread = 0
-
-    def evaluate(self, handle: Handle, verifier: str, answer: str | None) -> tuple:
-        return self._on_episode(handle, ("evaluate", handle.ep, verifier, answer), f"verifier {verifier!r}",
-                                self.max_argument_bytes)
+                                self.max_argument_bytes, self.max_result_bytes + FRAMING)
 
     def snapshot(self, handle: Handle) -> bytes:
-        reply = self._on_episode(handle, ("snapshot", handle.ep), "snapshot")
+        env = self._envs.get(handle.key)
+        limit = db_limit(len(env[3])) + FRAMING if env else SMALL_REPLY
+        reply = self._on_episode(handle, ("snapshot", handle.ep), "snapshot", reply_limit=limit)
+        if reply[0] == "error" and reply[1] == "too_large":
+            raise EpisodeLost(reply[2])  # the worker refused to send it: the episode goes on
         if reply[0] != "ok" or not isinstance(reply[1], bytes):
             raise EpisodeLost(f"episode lost: {reply[2] if len(reply) > 2 else reply}")
         return reply[1]
+
+    def verify(self, key: str, verifier: str, final: bytes, answer: str | None) -> tuple:
+        """Run `verifier` on `final` (an episode's database) in a verifier worker of the env."""
+        if self.verifiers is None:
+            raise SandboxError("verify() is called on the pool that holds the tools")
+        size = len(answer.encode("utf-8", "surrogatepass")) if answer else 0
+        if size > self.max_argument_bytes:
+            return ("refused", f"the answer is {size:,} bytes; the limit is {self.max_argument_bytes:,} bytes")
+        return self.verifiers._verdict(key, ("verify", key, verifier, final, answer), f"verifier {verifier!r}")
+
+    def _verdict(self, key: str, request: tuple, what: str) -> tuple:
+        """One request on a worker of env `key` that holds no episode (the verifier workers)."""
+        slot = self._reserve(key)
+        try:
+            with slot.lock:
+                try:
+                    self._bind(slot, key)
+                    return self._request(slot, request, self.call_timeout + self.grace,
+                                         reply_limit=self.max_result_bytes + FRAMING)
+                except (Died, EnvLoadError) as exc:
+                    reason = exc.reason if isinstance(exc, Died) else str(exc)
+                    return ("error", "crash", f"{what} stopped its sandbox worker ({reason}); the worker was "
+                            "restarted", "")
+        finally:
+            self._settle(slot)
+
+    def evaluate(self, handle: Handle, verifier: str, answer: str | None) -> tuple:
+        """The verifier on the episode's database as it is now."""
+        try:
+            final = self.snapshot(handle)
+        except EpisodeLost as exc:
+            return ("error", "crash", str(exc), "")
+        return self.verify(handle.key, verifier, final, answer)
 
     def close_episode(self, handle: Handle) -> None:
         slot = self._slots[handle.slot]
@@ -540,22 +407,14 @@ class SandboxPool:
     # ----------------------------------------------------------------- lifecycle
 
     def warm(self) -> None:
-        """Start every worker now rather than on first use (clean, bound to no env yet)."""
-        for slot in self._slots:
-            with slot.lock:
-                if slot.proc is None and slot.loaded is None:
-                    self._start(slot)
-
-    def stats(self) -> list[dict]:
-        return [{"worker": s.index, "pid": s.proc.pid if s.proc else None, "generation": s.generation,
-                 "env": s.env, "loaded": s.loaded, "episodes": s.episodes, "deaths": dict(s.deaths), "info": dict(s.info)}
-                for s in self._slots]
+        super().warm()
+        if self.verifiers is not None:
+            self.verifiers.warm()
 
     def close(self) -> None:
-        with self._lock:
-            self._closed = True
-            self._freed.notify_all()
-        self._finalizer()
+        super().close()
+        if self.verifiers is not None:
+            self.verifiers.close()
 
     def __enter__(self) -> "SandboxPool":
         return self

@@ -2,7 +2,9 @@
 
 The parent trusts what it sends; it does not trust what a worker sends back (the
 worker runs generated code), so replies are unpickled with no globals allowed:
-only plain data (str, bytes, numbers, lists, tuples, dicts) can come back.
+only plain data (str, bytes, numbers, lists, tuples, dicts) can come back, and a
+reply announced larger than the caller's limit is refused before a byte of it is
+read.
 """
 
 from __future__ import annotations
@@ -32,6 +34,14 @@ class TooLarge(ValueError):
 
     def __init__(self, size: int, limit: int):
         super().__init__(f"message of {size} bytes; the limit is {limit}")
+        self.size, self.limit = size, limit
+
+
+class ReplyTooLarge(ValueError):
+    """A worker announced a message over the reader's limit; none of it was read."""
+
+    def __init__(self, size: int, limit: int):
+        super().__init__(f"reply of {size} bytes announced; the limit is {limit}")
         self.size, self.limit = size, limit
 
 
@@ -74,11 +84,13 @@ def _read_exact(fd: int, n: int, poller: select.poll | None, deadline: float | N
     return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
-def recv_bytes(fd: int, poller: select.poll | None = None, deadline: float | None = None) -> bytes:
-    """One message's payload; waits until `deadline` (time.monotonic) when a poller is given."""
+def recv_bytes(fd: int, poller: select.poll | None = None, deadline: float | None = None,
+               limit: int = MAX_MESSAGE) -> bytes:
+    """One message's payload, at most `limit` bytes; waits until `deadline` (time.monotonic)
+    when a poller is given."""
     (n,) = _HEADER.unpack(_read_exact(fd, _HEADER.size, poller, deadline))
-    if n > MAX_MESSAGE:
-        raise ValueError(f"message of {n} bytes announced; the limit is {MAX_MESSAGE}")
+    if n > limit:
+        raise ReplyTooLarge(n, limit)
     return _read_exact(fd, n, poller, deadline)
 
 
@@ -87,6 +99,6 @@ def recv_trusted(fd: int) -> object:
     return pickle.loads(recv_bytes(fd))
 
 
-def recv_untrusted(fd: int, poller: select.poll, deadline: float) -> object:
-    """Parent side: a worker's reply, plain data only."""
-    return _PlainUnpickler(io.BytesIO(recv_bytes(fd, poller, deadline))).load()
+def recv_untrusted(fd: int, poller: select.poll, deadline: float, limit: int = MAX_MESSAGE) -> object:
+    """Parent side: a worker's reply, plain data only, at most `limit` bytes."""
+    return _PlainUnpickler(io.BytesIO(recv_bytes(fd, poller, deadline, limit))).load()

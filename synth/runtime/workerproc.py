@@ -27,6 +27,10 @@ class SandboxError(SynthError):
     """The sandbox itself failed (a worker could not start)."""
 
 
+class EpisodeLost(SynthError):
+    """The worker holding an episode died; the episode's state is gone."""
+
+
 @dataclass
 class Slot:
     index: int
@@ -130,7 +134,7 @@ def start_worker(slot: Slot, options: dict, startup_timeout: float) -> None:
     slot.poller = select.poll()
     slot.poller.register(from_worker_r, select.POLLIN)
     try:
-        hello = wire.recv_untrusted(slot.rfd, slot.poller, time.monotonic() + startup_timeout)
+        hello = wire.recv_untrusted(slot.rfd, slot.poller, time.monotonic() + startup_timeout, 1 << 20)
     except (wire.WireClosed, wire.WireTimeout, pickle.UnpicklingError, ValueError, OSError) as exc:
         proc.kill()
         err = proc.stderr.read().decode(errors="replace").strip().splitlines() if proc.stderr else []

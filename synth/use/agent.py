@@ -54,7 +54,10 @@ class AgentContext:
     @classmethod
     def of_env(cls, env_dir: Path | str) -> "AgentContext":
         """Read from <env_dir>/env.json (raw, so fields newer than EnvManifest are seen)."""
-        return cls.from_manifest(json.loads((Path(env_dir) / "env.json").read_text(encoding="utf-8")))
+        from synth.folder.files import read_env_json
+
+        data = read_env_json(env_dir, "env.json")
+        return cls.from_manifest(data if isinstance(data, dict) else {})
 
 
 def context_lines(ctx: AgentContext) -> list[str]:

@@ -53,10 +53,12 @@ def tool_hints(tools: list[Any], tests: list[dict[str, Any]]) -> dict[str, Hints
 
 def read_tests(env_dir: Path | str) -> list[dict[str, Any]]:
     """tests.jsonl records; a missing file or an unreadable line gives no evidence, not an error."""
-    path = Path(env_dir) / "tests.jsonl"
+    from synth.errors import InputError
+    from synth.folder.files import read_optional_text
+
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError:
+        text = read_optional_text(env_dir, "tests.jsonl") or ""
+    except InputError:
         return []
     records = []
     for line in text.splitlines():

@@ -19,7 +19,6 @@ weighted checks), "state", or "both" (the rubric's score when the state reward p
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import threading
 import weakref
@@ -229,11 +228,14 @@ def gold_final(env: Any, task: Task) -> bytes | str:
 
 def volatile_columns(env: Any) -> list[str]:
     """The env's declared volatile columns (env.json `volatile_columns`)."""
+    from synth.folder.files import read_env_json
+
     try:
-        data = json.loads((env.path / "env.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = read_env_json(env.path, "env.json")
+    except SynthError:
         return []
-    return [str(c) for c in data.get("volatile_columns") or []]
+    columns = data.get("volatile_columns") if isinstance(data, dict) else None
+    return [str(c) for c in columns] if isinstance(columns, list) else []
 
 
 def free_columns(env: Any, task: Task) -> list[str]:
@@ -272,22 +274,25 @@ def state_match_reward(env: Any, task: Task | str, agent_final: bytes, answer: A
     return Reward(reward=1.0 if passed else 0.0, passed=passed, checks=checks)
 
 
-def episode_state_reward(episode: Any, answer: Any = None) -> Reward:
-    """state_match_reward for a live episode of a task (its current database is the final one)."""
+def episode_state_reward(episode: Any, answer: Any = None, final: bytes | None = None) -> Reward:
+    """state_match_reward for a live episode of a task (its current database, or `final` when the
+    caller took the snapshot already, is the final one)."""
     if episode.task is None:
         return Reward(reward=0.0, passed=False, error="the episode has no task")
-    try:
-        final = episode.snapshot()
-    except SynthError as exc:
-        return Reward(reward=0.0, passed=False, error=str(exc))
+    if final is None:
+        try:
+            final = episode.snapshot()
+        except SynthError as exc:
+            return Reward(reward=0.0, passed=False, error=str(exc))
     return state_match_reward(episode.env, episode.task, final, answer)
 
 
-def with_state(episode: Any, rubric: Reward, answer: Any, kind: str = "rubric") -> Reward:
+def with_state(episode: Any, rubric: Reward, answer: Any, kind: str = "rubric", *,
+               final: bytes | None = None) -> Reward:
     """`rubric` (the verifier's reward) with the state reward beside it, scored as `kind` asks."""
     if kind not in REWARD_KINDS:
         raise ValueError(f"unknown reward kind {kind!r}; use one of {', '.join(REWARD_KINDS)}")
-    state = episode_state_reward(episode, answer)
+    state = episode_state_reward(episode, answer, final)
     out = rubric.model_copy(update={"kind": kind, "rubric": rubric.reward, "state": state.reward,
                                     "state_checks": state.checks, "state_error": state.error})
     if kind == "state":

@@ -26,7 +26,7 @@ from synth.view import runs as runs_mod
 from synth.view.dbread import ROWS_PAGE, table_page
 from synth.view.envdata import load_detail
 from synth.view.forms import form_arguments, form_fields, parse_form
-from synth.view.guard import LocalGuard
+from synth.view.guard import LocalGuard, is_loopback, new_token
 from synth.view.index import EnvIndex, filter_rows, sort_rows, url_keys
 from synth.view.live import Live
 from synth.view.sources import Sources
@@ -62,8 +62,9 @@ def templates() -> jinja2.Environment:
 
 
 def create_app(sources: Sources, *, host: str = "127.0.0.1", reviewer: str | None = None,
-               workers: int = 2) -> Any:
-    """The viewer over `sources`, wrapped in the Host/Origin guard for a server bound to `host`."""
+               workers: int = 2, token: str | None = None, allowed_hosts: list[str] | tuple = ()) -> Any:
+    """The viewer over `sources`, wrapped in the Host/Origin/token guard for a server bound to
+    `host` (off loopback a token is required: `token`, or a new one; the guard's `.token`)."""
     index = EnvIndex(sources)
     live = Live(workers=workers)
     tpl = templates()
@@ -163,7 +164,7 @@ def create_app(sources: Sources, *, host: str = "127.0.0.1", reviewer: str | Non
     def table_browser(request: Request, key: str, table: str, page: int = 1) -> HTMLResponse:
         row = env_row(key)
         try:
-            cols, rows, total = table_page(row.path / "db" / "initial.sqlite", table, page)
+            cols, rows, total = table_page(row.path, table, page)
         except KeyError:
             raise HTTPException(404, f"env {row.id} has no table {table!r}") from None
         except Exception as exc:  # noqa: BLE001 - an unreadable database is shown, not raised
@@ -258,7 +259,9 @@ def create_app(sources: Sources, *, host: str = "127.0.0.1", reviewer: str | Non
             where += f"/tasks/{quote(session.task_id)}"
         return RedirectResponse(where, status_code=303)
 
-    return LocalGuard(app, host)
+    if token is None and not is_loopback(host):
+        token = new_token()
+    return LocalGuard(app, host, token=token, allowed_hosts=allowed_hosts)
 
 
 def _user() -> str:

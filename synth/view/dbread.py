@@ -1,15 +1,19 @@
 """Reading an env's db/initial.sqlite for the viewer: tables, columns, foreign keys,
-row counts and pages of rows. Opened read-only with untrusted schema features off,
-since an env folder is untrusted input."""
+row counts and pages of rows. The file is read like every env folder file (no link,
+FIFO or oversized file; synth.folder.files) and opened from memory, read-only, with
+untrusted schema features off, since an env folder is untrusted input."""
 
 from __future__ import annotations
 
+import functools
+import os
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from synth.folder.database import table_columns, user_tables
+from synth.folder.database import open_bytes, table_columns, user_tables
+from synth.folder.files import read_env_bytes
 
 ROWS_PAGE = 50
 
@@ -42,16 +46,31 @@ def _q(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def open_readonly(db_file: Path) -> sqlite3.Connection:
-    if not db_file.is_file():
-        raise FileNotFoundError(f"{db_file} is missing")
-    conn = sqlite3.connect(f"file:{db_file}?mode=ro&immutable=1", uri=True, check_same_thread=False)
+DB_FILE = "db/initial.sqlite"
+_CACHED_BYTES = 64 << 20  # databases up to this size are kept between page views
+
+
+@functools.lru_cache(maxsize=4)
+def _cached(path: str, signature: tuple) -> bytes:  # noqa: ARG001 - the signature keys the cache
+    return read_env_bytes(path, DB_FILE)
+
+
+def open_readonly(env_dir: Path) -> sqlite3.Connection:
+    """The env's initial database, read through the env-folder reader and opened in memory."""
+    try:
+        st = os.lstat(Path(env_dir) / DB_FILE)
+        small = st.st_size <= _CACHED_BYTES
+    except OSError:
+        small = False  # missing or unreadable: the reader says why
+    data = _cached(str(env_dir), (st.st_mtime_ns, st.st_size, st.st_ino)) if small \
+        else read_env_bytes(env_dir, DB_FILE)
+    conn = open_bytes(data, readonly=True)
     conn.execute("PRAGMA trusted_schema=OFF")
     return conn
 
 
-def schema(db_file: Path) -> list[TableInfo]:
-    conn = open_readonly(db_file)
+def schema(env_dir: Path) -> list[TableInfo]:
+    conn = open_readonly(env_dir)
     try:
         tables = []
         for name in user_tables(conn):
@@ -69,9 +88,9 @@ def schema(db_file: Path) -> list[TableInfo]:
         conn.close()
 
 
-def table_page(db_file: Path, table: str, page: int = 1) -> tuple[list[str], list[tuple[Any, ...]], int]:
+def table_page(env_dir: Path, table: str, page: int = 1) -> tuple[list[str], list[tuple[Any, ...]], int]:
     """Column names, one page of rows (in rowid / primary-key order) and the table's row count."""
-    conn = open_readonly(db_file)
+    conn = open_readonly(env_dir)
     try:
         if table not in user_tables(conn):
             raise KeyError(table)

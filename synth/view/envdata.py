@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from synth.errors import InputError
+from synth.folder.files import EnvFileMissing, env_file_exists, read_env_text
 from synth.folder.review import read_review
 from synth.view.dbread import TableInfo, schema
 
@@ -60,13 +61,16 @@ class EnvDetail:
         return [p for p in found if isinstance(p, dict)]
 
 
-def _read(path: Path, problems: list[str], parse: Any, default: Any) -> Any:
+def _read(root: Path, rel: str, problems: list[str], parse: Any, default: Any) -> Any:
     try:
-        return parse(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+        return parse(read_env_text(root, rel))
+    except EnvFileMissing:
         return default
-    except (OSError, ValueError, SyntaxError) as exc:
-        problems.append(f"{path.name}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
+    except InputError as exc:  # a link, a FIFO, a device or an oversized file: refused, never followed
+        problems.append(f"{rel}: {str(exc).removeprefix(str(root / rel) + ': ').splitlines()[0]}")
+        return default
+    except (ValueError, SyntaxError, RecursionError) as exc:
+        problems.append(f"{rel}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
         return default
 
 
@@ -105,39 +109,39 @@ def code_diff(before: str, after: str) -> list[tuple[str, str]]:
 def load_detail(path: Path) -> EnvDetail:
     d = EnvDetail(path=path)
     p = d.problems
-    d.manifest = _read(path / "env.json", p, json.loads, {})
+    d.manifest = _read(path, "env.json", p, json.loads, {})
     if not isinstance(d.manifest, dict):
         p.append("env.json: not a JSON object")
         d.manifest = {}
-    if not (path / "env.json").is_file():
+    if not env_file_exists(path, "env.json"):
         p.append("env.json: missing (not an env folder, or its build never finished)")
-    d.report = _read(path / "report.json", p, json.loads, {})
+    d.report = _read(path, "report.json", p, json.loads, {})
     d.report = d.report if isinstance(d.report, dict) else {}
-    d.scenario = _read(path / "scenario.md", p, str, "") or str(d.manifest.get("scenario") or "")
-    d.rules = _read(path / "rules.json", p, json.loads, {})
+    d.scenario = _read(path, "scenario.md", p, str, "") or str(d.manifest.get("scenario") or "")
+    d.rules = _read(path, "rules.json", p, json.loads, {})
     d.rules = d.rules if isinstance(d.rules, dict) else {}
     try:
         d.review = read_review(path)
     except InputError as exc:
         p.append(str(exc))
-    tools = _read(path / "tools.json", p, json.loads, [])
-    tool_src = _read(path / "tools.py", p, function_sources, {})
-    tests = _read(path / "tests.jsonl", p, _jsonl, [])
+    tools = _read(path, "tools.json", p, json.loads, [])
+    tool_src = _read(path, "tools.py", p, function_sources, {})
+    tests = _read(path, "tests.jsonl", p, _jsonl, [])
     for t in tools if isinstance(tools, list) else []:
         if isinstance(t, dict):
             name = t.get("name")
             d.tools.append({**t, "source": tool_src.get(name, ""),
                             "tests": [x for x in tests if x.get("tool") == name]})
-    verifier_src = _read(path / "verifiers.py", p, function_sources, {})
+    verifier_src = _read(path, "verifiers.py", p, function_sources, {})
     gold = ((d.report.get("gold") or {}).get("tasks")) or {}
-    for task in _read(path / "tasks.jsonl", p, _jsonl, []):
+    for task in _read(path, "tasks.jsonl", p, _jsonl, []):
         tid = task.get("task_id")
         verifier = task.get("verifier") or f"verify_{tid}"
         d.tasks.append({**task, "verifier_source": verifier_src.get(verifier, ""),
                         "gold_report": gold.get(tid) if isinstance(gold, dict) else None})
     try:
-        d.tables = schema(path / "db" / "initial.sqlite")
-    except FileNotFoundError:
+        d.tables = schema(path)
+    except EnvFileMissing:
         p.append("db/initial.sqlite: missing")
     except Exception as exc:  # noqa: BLE001 - any sqlite failure on an untrusted file is shown, not raised
         p.append(f"db/initial.sqlite: {exc}")

@@ -7,7 +7,6 @@ becomes a row with its error, so one broken env never breaks the page.
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 from dataclasses import dataclass, field
@@ -15,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from synth.errors import InputError
+from synth.folder.files import EnvFileMissing, read_env_bytes, read_env_json, read_optional_json
 from synth.folder.review import read_review
 from synth.view.sources import Sources
 
@@ -52,36 +52,35 @@ def files_signature(path: Path, names: tuple[str, ...] = _WATCHED) -> tuple:
     sig = []
     for name in names:
         try:
-            st = os.stat(path / name)
+            st = os.lstat(path / name)  # a file swapped for a link changes the signature too
             sig.append((st.st_mtime_ns, st.st_size))
         except OSError:
             sig.append(None)
     return tuple(sig)
 
 
-def _json(path: Path) -> Any:
-    return json.loads(path.read_text(encoding="utf-8"))
-
-
-def _line_count(path: Path) -> int | None:
+def _line_count(path: Path, rel: str) -> int | None:
     try:
-        with open(path, "rb") as fh:
-            return sum(1 for line in fh if line.strip())
-    except OSError:
+        return sum(1 for line in read_env_bytes(path, rel).splitlines() if line.strip())
+    except InputError:
         return None
+
+
+def _why(exc: Exception, path: Path, rel: str) -> str:
+    return str(exc).removeprefix(f"{path / rel}: ")
 
 
 def read_row(path: Path, key: str) -> EnvRow:
     row = EnvRow(key=key, path=path, id=path.name, location=path.parent.name)
     try:
-        manifest = _json(path / "env.json")
+        manifest = read_env_json(path, "env.json")
         if not isinstance(manifest, dict):
             raise ValueError("env.json is not a JSON object")
-    except FileNotFoundError:
+    except EnvFileMissing:
         row.error = "no env.json: not an env folder, or its build never finished"
         return row
-    except (OSError, ValueError) as exc:
-        row.error = f"env.json is unreadable: {exc}"
+    except (InputError, ValueError) as exc:
+        row.error = f"env.json is unreadable: {_why(exc, path, 'env.json')}"
         return row
     row.id = str(manifest.get("id") or path.name)
     row.title = str(manifest.get("title") or "")
@@ -91,22 +90,23 @@ def read_row(path: Path, key: str) -> EnvRow:
     row.failure_reason = manifest.get("failure_reason")
     counts = manifest.get("counts") if isinstance(manifest.get("counts"), dict) else {}
     row.counts = {k: counts.get(k) for k in COUNT_KEYS}
-    if row.counts["tools"] is None and (path / "tools.json").is_file():
+    if row.counts["tools"] is None:
         try:
-            row.counts["tools"] = len(_json(path / "tools.json"))
-        except (OSError, ValueError, TypeError):
+            tools = read_optional_json(path, "tools.json")
+            row.counts["tools"] = len(tools) if isinstance(tools, list) else None
+        except InputError:
             pass
     for k, name in (("tasks", "tasks.jsonl"), ("tests", "tests.jsonl")):
         if row.counts[k] is None:
-            row.counts[k] = _line_count(path / name)
+            row.counts[k] = _line_count(path, name)
     problems = []
     try:
-        report = _json(path / "report.json") if (path / "report.json").is_file() else {}
+        report = read_optional_json(path, "report.json", {})
         if not isinstance(report, dict):
             raise ValueError("report.json is not a JSON object")
-    except (OSError, ValueError) as exc:
+    except (InputError, ValueError) as exc:
         report = {}
-        problems.append(f"report.json is unreadable: {exc}")
+        problems.append(f"report.json is unreadable: {_why(exc, path, 'report.json')}")
     usage = report.get("verify_usage") or report.get("usage") or {}
     if isinstance(usage, dict):
         row.cost = usage.get("cost")

@@ -74,7 +74,7 @@ def resolve(paths: list[Path | str]) -> Sources:
             what = "is a file" if p.exists() else "does not exist"
             raise InputError(f"{p} {what}; pass an output folder (generated/), a run folder "
                              "(generated/runs/<run_id>) or env folders")
-        if (p / "env.json").is_file():
+        if os.path.lexists(p / "env.json"):
             sources.env_dirs.append(p)
         elif _is_run(p):
             sources.run_dirs.append(p)

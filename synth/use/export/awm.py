@@ -29,7 +29,6 @@ from __future__ import annotations
 import ast
 import json
 import re
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -143,7 +142,7 @@ def export_awm(root: Path | str, out: Path | str, *, include_rejected: bool = Fa
     n_tasks = 0
     for env in envs:
         draft = read_env_draft(env.path)
-        shutil.copyfile(env.path / "db" / "initial.sqlite", out / "databases" / f"{safe_env_id(env.id)}.db")
+        write_atomic(out / "databases" / f"{safe_env_id(env.id)}.db", env.data("db/initial.sqlite"))
         tasks = sorted((t for t in env.tasks if t.task_id in draft.verifier_bodies), key=lambda t: t.task_id)
         category = env.manifest.category
         lines["gen_scenario.jsonl"].append({"name": env.id, "description": env.manifest.scenario,

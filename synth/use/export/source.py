@@ -3,7 +3,6 @@ is executed) and trajectories files."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,7 @@ from pydantic import ValidationError
 from synth.artifacts import EnvManifest, Task, ToolSpec, Trajectory
 from synth.errors import InputError
 from synth.folder.dirs import find_env_dirs, static_problems
+from synth.folder.files import parse_json, read_env_bytes, read_env_json, read_env_text, read_optional_json
 from synth.folder.review import rejection
 from synth.folder.toolschema import check_portable_schema
 from synth.use.agent import AgentContext
@@ -30,7 +30,10 @@ class ExportEnv:
         return self.manifest.id
 
     def text(self, rel: str) -> str:
-        return (self.path / rel).read_text(encoding="utf-8")
+        return read_env_text(self.path, rel)
+
+    def data(self, rel: str) -> bytes:
+        return read_env_bytes(self.path, rel)
 
     def openai_tools(self) -> list[dict[str, Any]]:
         return [openai_tool(t) for t in self.tools]
@@ -39,8 +42,8 @@ class ExportEnv:
         """[{"probe", "reward"}] of one task from report.json `probes` ([] when the env has none); a list
         of same-shaped records, so parquet stores it as is."""
         try:
-            report = json.loads(self.text("report.json"))
-        except (OSError, ValueError):
+            report = read_optional_json(self.path, "report.json", {})
+        except InputError:
             return []
         records = (report.get("probes") or {}).get(task_id) if isinstance(report, dict) else None
         return [{"probe": str(r.get("probe")), "reward": float(r.get("reward") or 0.0)}
@@ -60,11 +63,11 @@ def openai_tool(tool: ToolSpec) -> dict[str, Any]:
 
 def load_env(path: Path) -> ExportEnv:
     try:
-        manifest = EnvManifest.model_validate_json((path / "env.json").read_text(encoding="utf-8"))
-        tools = [ToolSpec.model_validate(t) for t in json.loads((path / "tools.json").read_text(encoding="utf-8"))]
-        tasks = [Task.model_validate_json(line) for line in
-                 (path / "tasks.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
-    except (OSError, ValidationError, ValueError) as exc:
+        manifest = EnvManifest.model_validate(read_env_json(path, "env.json"))
+        tools = [ToolSpec.model_validate(t) for t in read_env_json(path, "tools.json")]
+        tasks = [Task.model_validate(parse_json(line, f"{path}/tasks.jsonl line {n}")) for n, line in
+                 enumerate(read_env_text(path, "tasks.jsonl").splitlines(), 1) if line.strip()]
+    except (InputError, ValidationError, ValueError, TypeError) as exc:
         raise InputError(f"{path}: unreadable env folder ({str(exc).splitlines()[0]}); rebuild the env") from None
     for tool in tools:
         problems = check_portable_schema(tool.parameters)

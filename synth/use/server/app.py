@@ -23,8 +23,9 @@ sandbox worker, and blocking episode work (create, evaluate, close) in threads.
 Faces are FastAPI routes or ASGI apps mounted on the FastAPI app in create_app
 (`ServeApp.api` from outside). In front of it (ServeApp): the Host/Origin/body
 guard, with `--workers N` a router (routing.py) that sends each request to the
-server process owning its episode (by the id in /episodes/{id}/...; a face
-that names episodes elsewhere adds its rule there), and the fast lane
+server process owning its episode (by the id in /episodes/{id}/..., OpenEnv's
+params.session_id, ORS's X-Session-ID; a face that names episodes elsewhere adds
+its rule there), and the fast lane
 (fastlane.py), which answers the hot routes (a tool call, a batch, MCP posts)
 without FastAPI's machinery.
 

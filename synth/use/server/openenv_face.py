@@ -31,6 +31,7 @@ from synth.use.server.guard import matches
 
 _ERROR_TYPES = {"not_found": "tool_not_found", "invalid_args": "invalid_args", "error": "execution_error"}
 _INVALID_REQUEST, _METHOD_NOT_FOUND, _INVALID_PARAMS, _SERVER_ERROR = -32600, -32601, -32602, -32000
+CAPACITY = "CAPACITY_REACHED"  # the error code of a session the server has no room for (routing.py looks for it)
 
 
 class StepError(Exception):
@@ -69,7 +70,7 @@ class OpenEnvSession:
             self.live = None
             self.live = await self.faces.open(self.env_id, chosen)
         except RegistryError as exc:
-            raise StepError(exc.message, "CAPACITY_REACHED" if exc.status == 503 else "VALIDATION_ERROR") from exc
+            raise StepError(exc.message, CAPACITY if exc.status == 503 else "VALIDATION_ERROR") from exc
         self.kind, self.steps, self.done, self.reward = kind, 0, False, None
         info = {"env_id": self.env_id, "task_id": chosen, "episode_id": self.live.id,
                 "split": self.live.episode.task.split, "instruction": self.live.instruction,
@@ -246,6 +247,8 @@ class OpenEnvFace:
                     return _rpc_error(rid, _INVALID_PARAMS, "tools/call needs a session_id (openenv/session/create)")
                 return await self._rpc_call(rid, session, params)
         except StepError as exc:
+            if exc.code == CAPACITY:  # as openenv-core's own server answers it: a server error
+                return _rpc_error(rid, _SERVER_ERROR, exc.message, {"code": CAPACITY})
             return _rpc_error(rid, _INVALID_PARAMS, exc.message)
         return _rpc_error(rid, _METHOD_NOT_FOUND, f"Method not found: {method}")
 
@@ -297,8 +300,11 @@ def _rpc_result(rid: Any, result: Any) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": rid, "result": result}
 
 
-def _rpc_error(rid: Any, code: int, message: str) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": message}}
+def _rpc_error(rid: Any, code: int, message: str, data: dict[str, Any] | None = None) -> dict[str, Any]:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    return {"jsonrpc": "2.0", "id": rid, "error": error}
 
 
 def mount_openenv(app: Any, faces: Faces, guards: Any) -> OpenEnvFace:

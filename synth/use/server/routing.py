@@ -14,9 +14,17 @@ any episode, so every request is routed to the process that owns its episode:
   back in order (toolcalls.batch).
 - A new episode is opened by the process that got the request; when that one
   answers 503 (at its share of --max-episodes), the next process with room opens it.
-- /health, /envs and the docs are answered by whichever process gets them.
-A new protocol face whose requests name their episode somewhere other than
-/episodes/{id}/... (a body field, say) needs its rule in OwnerRouter.
+- OpenEnv's HTTP MCP (POST /openenv/<env_id>/mcp) names its session, an episode id,
+  in the JSON-RPC params.session_id: routed by its prefix; `openenv/session/create`
+  is opened like a REST episode (on to the next process when this one is full). An
+  OpenEnv WebSocket session stays on its connection's process.
+- An ORS session is named by the client's X-Session-ID, which says nothing about
+  a process: its requests (create, and every later one) go to the process the id
+  picks (ors_owner), so a session counts against that process's share of the cap.
+- /health, /envs, the docs and every face's descriptions (tasks, tools, schema)
+  are answered by whichever process gets them.
+A new protocol face whose requests name their episode somewhere else needs its
+rule in OwnerRouter.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+import zlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,6 +69,54 @@ def owner_of(episode_id: str, count: int) -> int | None:
         index = int(head[1:])
         return index if index < count else None
     return None
+
+
+ORS_SESSION_ROUTES = {"create", "delete", "delete_session", "ping", "task_tools", "prompt", "messages", "call"}
+OPENENV_CREATE = "openenv/session/create"
+
+
+def ors_session(scope: Any) -> bytes | None:
+    """The X-Session-ID of an ORS request that works on a session (/call, /<env_id>/call, ...)."""
+    parts = scope["path"].strip("/").split("/")
+    if len(parts) > 2 or parts[-1] not in ORS_SESSION_ROUTES:
+        return None
+    sid = next((v.strip() for k, v in scope["headers"] if k == b"x-session-id"), b"")
+    return sid or None
+
+
+def ors_owner(session_id: bytes, count: int) -> int:
+    """The process that holds an ORS session: every process computes the same from the id alone."""
+    return zlib.crc32(session_id) % count
+
+
+def openenv_mcp(scope: Any) -> bool:
+    parts = scope["path"].split("/")  # "", "openenv", env_id, "mcp"
+    return scope["method"] == "POST" and len(parts) == 4 and parts[1] == "openenv" and parts[3] == "mcp"
+
+
+def rpc_target(body: bytes) -> tuple[Any, str | None]:
+    """A JSON-RPC request's method and params.session_id (None, None when it is not one)."""
+    try:
+        request = json.loads(body)
+    except (ValueError, RecursionError):
+        return None, None
+    params = request.get("params") if isinstance(request, dict) else None
+    session = params.get("session_id") if isinstance(params, dict) else None
+    return request.get("method") if isinstance(request, dict) else None, session if isinstance(session, str) else None
+
+
+def _rest_full(status: int, body: bytes) -> bool:
+    return status == 503
+
+
+def _openenv_full(status: int, body: bytes) -> bool:
+    from synth.use.server.openenv_face import CAPACITY
+
+    try:
+        error = json.loads(body).get("error")
+    except (ValueError, AttributeError):
+        return False
+    return isinstance(error, dict) and isinstance(error.get("data"), dict) and error["data"].get("code") == CAPACITY
 
 
 class PeerDown(Exception):
@@ -233,32 +290,58 @@ class OwnerRouter:
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "http":
             path = scope["path"]
+            spilled = any(k == NO_SPILL for k, _ in scope["headers"])
             if path.startswith("/episodes/"):
-                owner = self.peers.owner(path.split("/", 3)[2])
-                if owner is not None and owner != self.peers.index:
-                    body = await read_body(receive)
-                    if body is not None:
-                        await self.peers.forward(owner, scope, body, receive, send)
+                if await self._to_owner(self.peers.owner(path.split("/", 3)[2]), scope, receive, send):
                     return
             elif (scope["method"] == "POST" and path.startswith("/envs/") and path.endswith("/episodes")
-                  and not any(k == NO_SPILL for k, _ in scope["headers"])):
-                await self._create(scope, receive, send)
+                  and not spilled):
+                body = await read_body(receive)
+                if body is not None:
+                    await self._open_where_room(scope, body, receive, send, _rest_full)
                 return
+            elif openenv_mcp(scope):
+                await self._openenv(scope, receive, send, spilled)
+                return
+            elif (session := ors_session(scope)) is not None:
+                if await self._to_owner(ors_owner(session, self.peers.process.count), scope, receive, send):
+                    return
         await self.app(scope, receive, send)
 
-    async def _create(self, scope: Any, receive: Any, send: Any) -> None:
-        """Open the episode here; when this process answers 503 (at its share of the cap, its
-        sandbox workers busy), the next process that can open it does."""
+    async def _to_owner(self, owner: int | None, scope: Any, receive: Any, send: Any) -> bool:
+        """Pass the request to `owner` when that is another process (True: it was answered)."""
+        if owner is None or owner == self.peers.index:
+            return False
+        body = await read_body(receive)
+        if body is not None:
+            await self.peers.forward(owner, scope, body, receive, send)
+        return True
+
+    async def _openenv(self, scope: Any, receive: Any, send: Any, spilled: bool) -> None:
+        """OpenEnv's HTTP MCP: the session's owner answers; a new session opens where there is room."""
         body = await read_body(receive)
         if body is None:
             return
+        method, session = rpc_target(body)
+        if method == OPENENV_CREATE and not spilled:
+            await self._open_where_room(scope, body, receive, send, _openenv_full)
+            return
+        owner = self.peers.owner(session) if session is not None else None
+        if owner is not None and owner != self.peers.index:
+            await self.peers.forward(owner, scope, body, receive, send)
+            return
+        await self.app(scope, replaying(body, receive), send)
+
+    async def _open_where_room(self, scope: Any, body: bytes, receive: Any, send: Any, full: Any) -> None:
+        """Open the episode here; when this process answers that it is `full` (at its share of the
+        cap, its sandbox workers busy), the next process that can open it does."""
         held: list[dict[str, Any]] = []
 
         async def hold(message: dict[str, Any]) -> None:
             held.append(message)
 
         await self.app(scope, replaying(body, receive), hold)
-        if held and held[0].get("status") == 503:
+        if held and full(held[0].get("status"), b"".join(m.get("body", b"") for m in held[1:])):
             count = self.peers.process.count
             headers = [(k, v) for k, v in scope["headers"] if k.lower() not in _HOP_BY_HOP] + [(NO_SPILL, b"1")]
             for step in range(1, count):
@@ -268,10 +351,10 @@ class OwnerRouter:
                         owner, "POST", scope["path"].encode(), headers, body)
                 except PeerDown:
                     continue
-                if status != 503:
+                if not full(status, answer):
                     await send({"type": "http.response.start", "status": status,
                                 "headers": [*answer_headers, (b"content-length", str(len(answer)).encode())]})
                     await send({"type": "http.response.body", "body": answer})
                     return
-        for message in held:  # this process's own answer (503 too when no process had room)
+        for message in held:  # this process's own answer (full too when no process had room)
             await send(message)

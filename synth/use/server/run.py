@@ -24,9 +24,10 @@ def build(root: Path | str, *, trusted: bool = False, workers: int | None = None
           reward: str = "rubric", process: Any = None) -> tuple[Any, LoadedEnvs]:
     """Load the envs under `root` and make the app; raises InputError when none loads.
 
-    Each env's code runs in sandbox worker processes of its own: `workers` caps them in all
-    (`synth serve --sandbox-workers`; default: one per env, at most 32); `env_memory_mb` is each
-    worker's address space. `process`: this server's place among several (routing.Process)."""
+    Each env's code runs in sandbox worker processes of its own: `workers` caps those running tools
+    (`synth serve --sandbox-workers`; default: one per env, at most 32; as many more run verifiers);
+    `env_memory_mb` is each worker's address space. `process`: this server's place among several
+    (routing.Process)."""
     if max_episodes < 1 or idle_timeout <= 0 or (workers is not None and workers < 1) or env_memory_mb < 64:
         raise InputError("--max-episodes and --sandbox-workers must be at least 1, --idle-timeout positive and "
                          "--env-memory-mb at least 64")
@@ -37,7 +38,7 @@ def build(root: Path | str, *, trusted: bool = False, workers: int | None = None
 
         count = workers or max(2, min(32, len(find_env_dirs(root))))
         pool = SandboxPool(workers=count, memory_mb=env_memory_mb, max_argument_bytes=max_argument_bytes,
-                           max_result_bytes=max_result_bytes)
+                           max_result_bytes=max_result_bytes, verifier_workers=count)
     loaded = load_envs(root, trusted=trusted, pool=pool, include_failed=include_failed,
                        include_rejected=include_rejected)
     if not loaded.envs:
