@@ -111,7 +111,9 @@ def test_7_unparseable_files_are_reported_per_env_by_serve_and_check(tmp_path):
     result = CliRunner().invoke(app, ["check", str(root)])
     assert result.exit_code == 1 and "1/3 env(s) verified" in result.output, result.output
     assert "Traceback" not in result.output
+    deep = tmp_path / "failed" / "deep"  # envs/ holds only verified envs: check moved it
     assert "nested too deeply" in json.loads((deep / "env.json").read_text())["failure_reason"]
+    latin = tmp_path / "failed" / "latin"
     assert "not UTF-8" in json.loads((latin / "env.json").read_text())["failure_reason"]
 
 
