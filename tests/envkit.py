@@ -362,3 +362,14 @@ def make_library_env(tmp_path: Path) -> Path:
 def run_gold(episode: Any) -> list[dict]:
     """Replay the episode's task's gold calls; returns the observations."""
     return [episode.call(c.tool, dict(c.arguments)) for c in episode.task.gold]
+
+
+def served_library(tmp_path_factory: Any, name: str) -> Any:
+    """A `synth serve` of the library env in a background thread (a module fixture's body: iterate it)."""
+    from synth.use.server import background
+
+    root = tmp_path_factory.mktemp(name)
+    make_library_env(root / "envs")
+    srv, _ = background(root)
+    with srv:
+        yield srv

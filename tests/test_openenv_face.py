@@ -18,7 +18,7 @@ from openenv.core.env_server.mcp_types import CallToolAction
 from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import InvalidStatus
 
-from envkit import TASKS, TOOLS, make_library_env
+from envkit import TASKS, TOOLS, make_library_env, served_library
 from synth.use.server import background
 
 LIBRARY = "city_library"
@@ -27,11 +27,7 @@ GOLD_ANSWER = "Dune is checked out to you."
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    root = tmp_path_factory.mktemp("openenv")
-    make_library_env(root / "envs")
-    srv, _ = background(root)
-    with srv:
-        yield srv
+    yield from served_library(tmp_path_factory, "openenv")
 
 
 def base(server) -> str:

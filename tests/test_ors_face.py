@@ -15,8 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from envkit import TOOLS, make_library_env
-from synth.use.server import background
+from envkit import TOOLS, served_library
 
 LIBRARY = "city_library"
 ORS_CLIENT = "openreward==0.1.167"  # the release this face was checked against
@@ -25,11 +24,7 @@ HERE = Path(__file__).parent
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    root = tmp_path_factory.mktemp("ors")
-    make_library_env(root / "envs")
-    srv, _ = background(root)
-    with srv:
-        yield srv
+    yield from served_library(tmp_path_factory, "ors")
 
 
 @pytest.fixture

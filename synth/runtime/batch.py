@@ -54,13 +54,4 @@ def call_many(calls: Sequence[tuple[Episode, str, Any]]) -> list[dict[str, Any]]
 
 
 def _send(backend: Any, calls: list[tuple[Any, str, dict]]) -> list[tuple | EpisodeLost]:
-    many = getattr(backend, "call_many", None)
-    if many is not None:
-        return many(calls)
-    replies: list[tuple | EpisodeLost] = []
-    for handle, name, clean in calls:
-        try:
-            replies.append(backend.call(handle, name, clean))
-        except EpisodeLost as exc:
-            replies.append(exc)
-    return replies
+    return backend.call_many(calls)  # every backend has it: the sandbox pipelines, trusted mode loops

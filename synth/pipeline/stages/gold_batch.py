@@ -26,7 +26,7 @@ from synth.pipeline.stages.repair import clip, problem_list
 from synth.runtime.sandbox import PoolBusy
 
 if TYPE_CHECKING:
-    from synth.pipeline.stages.gold import GoldOutcome, GoldSolver, Result
+    from synth.pipeline.stages.gold import GoldSolver, Result
 
 STAGE = "gold"
 
