@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from synth.errors import InputError
-from synth.folder.files import EnvFileMissing, env_file_exists, missing_hint, read_env_bytes, read_env_text  # noqa: F401
+from synth.folder.files import EnvFileMissing, env_file_exists, read_env_bytes, read_env_text
 
 
 def find_env_dirs(root: Path | str) -> list[Path]:

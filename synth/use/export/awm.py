@@ -107,7 +107,7 @@ def _doc(instruction: str) -> str:
 def check_names(body: str) -> list[str]:
     """The names of the checks a verifier body makes with literal names (read from its code, not run)."""
     try:
-        tree = ast.parse(f"def _verifier(initial_db, final_db, answer):\n" + "\n".join(
+        tree = ast.parse("def _verifier(initial_db, final_db, answer):\n" + "\n".join(
             "    " + line for line in body.splitlines()))
     except SyntaxError:
         return []
