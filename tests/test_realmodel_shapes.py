@@ -527,7 +527,7 @@ def test_failing_answers_of_a_gold_batch_are_repaired_together_in_one_turn(tmp_p
 
     loose = 'return rubric([check("looks fine", True)])'
     first = {"tasks": [entry("task_01", loose), entry("task_02", loose), entry("task_03")]}
-    fixed = {"tasks": [entry("task_01"), entry("task_02")]}
+    fixed = {"tasks": [entry("task_01"), entry("task_02"), entry("task_03")]}  # all again: the extra is dropped
     script = Script().add("gold", "city_library/task_01+task_02+task_03", Reply(json=first), Reply(json=fixed))
     with FakeModelServer(script) as server, SandboxPool(workers=2, call_timeout=5) as pool:
         settings = Settings(model="openai/test-model", base_url=server.openai_base_url, cache_dir=tmp_path / "c",
