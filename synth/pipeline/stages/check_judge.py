@@ -26,7 +26,7 @@ from synth.use.replay import canonical
 STAGE = "check_judge"
 TOKENS_PER_VERDICT = 90
 MAX_DIFF_ROWS = 6  # rows per table and kind shown in a database change
-MAX_TOOLS_PER_CALL = 6  # a judge call stays small enough to read carefully
+MAX_TOOLS_PER_CALL = 8  # a judge call stays small enough to read carefully (3 tests a tool, refusals judged by code)
 
 
 def describe_expectation(e: Expectation) -> str:

@@ -24,7 +24,7 @@ from synth.pipeline.stages.envcontext import (EnvContext, data_dump, foreign_nei
 from synth.pipeline.stages.task_rows import request_rows
 
 GOLD_ROWS = 15  # rows per table in a gold prompt besides the rows its tasks name (always shown)
-MAX_TOOLS_SHOWN = 3  # code of at most this many tools per task
+MAX_TOOLS_SHOWN = 2  # code of at most this many tools per task (every tool is described in the context)
 _STOP = frozenset("a an and the of to for in on at by with from is are be it its this that their his her my our "
                   "your please can could would i we me us if or as then also all each any one".split())
 
