@@ -203,3 +203,12 @@ def test_others_gives_the_values_that_could_stand_in_for_the_quoted_ones(h):
     assert not h.states("2 copies of The Night Circus, Dune and Circe.", [2], wrong)  # every candidate named
     assert not h.states("1 or 2 copies.", [2], wrong)
     assert h.others(conn, "Sofia owes $4.75, issued 2025-05-20.") == [1.5, "2025-05-28"]
+
+
+def test_a_condition_that_undoes_a_fact_is_a_hedge(h):
+    """A red team's hedge with no hedge word: 'X, unless ..., in which case Y' (2026-11-26 trial)."""
+    facts = ["TR-2025-039", "TR-2025-041"]
+    assert h.states("TR-2025-039 is 5 seats short and TR-2025-041 is 9 seats short.", facts)
+    assert not h.states("TR-2025-039 is 5 seats short and TR-2025-041 is 9 seats short, unless the cancelled bus "
+                        "22 assignment is reinstated, in which case TR-2025-041 has enough seats.", facts)
+    assert not h.states("TR-2025-039 and, depending on the bus, TR-2025-041.", facts)

@@ -569,3 +569,36 @@ def test_an_env_keeps_to_its_share_of_verifier_workers_in_a_pipeline_pool(tmp_pa
         for ep in episodes:
             ep.close()
         env.close()
+
+
+def test_tasks_the_check_loop_sends_back_are_repaired_in_one_batch_turn(tmp_path):
+    """The check loop's findings sent each task into a gold conversation of its own, with up to three
+    repairs: 7 calls a task, 20k tokens each. Tasks sent back together now share one turn that starts
+    from their current answers and the findings; the loop checks them again and asks again if need be."""
+    env = make_verified_library(tmp_path)
+    draft = read_env_draft(env)
+
+    def entry(task_id):
+        task = GOLD[task_id]
+        out = {"task_id": task_id, "diagnosis": "as the findings say",
+               "actions": [{"tool": c.tool, "arguments": dict(c.arguments)} for c in task.gold],
+               "expected_answer": str(GOLD_ANSWERS[task_id]), "verifier_body": VERIFIER_BODIES[task_id]}
+        if task.kind == "read":
+            out["facts"] = TASK_01_FACTS
+        return out
+
+    script = Script().add("gold", "city_library/task_01+task_02", Reply(json={"tasks": [entry("task_01"),
+                                                                                      entry("task_02")]}))
+    with FakeModelServer(script) as server, SandboxPool(workers=2, call_timeout=5) as pool:
+        settings = Settings(model="openai/test-model", base_url=server.openai_base_url, cache_dir=tmp_path / "c",
+                            retry_base_delay=0.01)
+        findings = {"task_01": ["the red team's attempt earned 1.00"], "task_02": ["a paraphrase scored 0.40"]}
+        _, report = asyncio.run(generate_gold(draft, Gateway(settings), settings, task_ids=list(findings),
+                                              feedback=findings, pool=pool))
+        asks = [r for r in server.requests if r.stage == "gold" and r.status == 200]
+    assert len(asks) == 1 and asks[0].subject == "city_library/task_01+task_02"
+    roles = [m["role"] for m in asks[0].body["messages"]]
+    assert roles == ["system", "user", "assistant", "user"]  # their current answers, then the findings
+    last = asks[0].body["messages"][-1]["content"]
+    assert "## task_01" in last and "the red team's attempt earned 1.00" in last and "## task_02" in last
+    assert all(o.passed for o in report.tasks.values())

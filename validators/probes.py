@@ -42,8 +42,8 @@ HINTS = {
     "state": "the state reward paid it: list as facts every value the question asks for, and as free_columns "
              "only the columns whose text the task leaves open",
     "collateral": "nothing outside the task's target may change: check only_changed(db_diff(initial_db, final_db), "
-                  "{table: [keys]}) for a write task, unchanged(initial_db, final_db) for a read task, inside "
-                  "rubric()",
+                  "{table: {\"rows\": {key: [columns]}, \"added\": True}}) for a write task, unchanged(initial_db, "
+                  "final_db) for a read task, inside rubric()",
 }
 
 

@@ -60,7 +60,9 @@ def case_problem(env: Any, task: Task, case: VerifierCase, threshold: float = DE
         if not state.passed:
             return (f"{said} is correct but the state reward gave it {state.reward:.0f} ({clip(_state_failed(state), 400)})"
                     "; list as facts only the values the question asks for (not the context the expected answer "
-                    "adds), and as free_columns every column whose text the task leaves open")
+                    "adds), and as free_columns every column whose text the task leaves open. The state reward "
+                    "counts another value of a fact's kind as wrong unless the expected answer mentions it too: if "
+                    "a correct answer may name it (a record it explains is left out), mention it in expected_answer")
         return None
     problems = []
     if score >= threshold:

@@ -37,6 +37,7 @@ _SCOPE_BREAK = re.compile(r"[()\[\]]|\s[-\u2013\u2014]+\s|\u2014")
 _ABBREVIATIONS = frozenset(_TITLES | {"st", "no", "vs", "etc", "e.g", "i.e", "a.m", "p.m", "approx", "inc", "ltd",
                                       "jr", "sr", "ave", "rd"} | set(_MONTH_NAMES) | {"sept"})
 _HEDGE = re.compile(r"\b(?:maybe|perhaps|possibly|probably|presumably|not\s+sure|unsure|not\s+certain|uncertain"
+                    r"|unless|in\s+which\s+case|depending\s+on"
                     r"|i\s+think|i\s+believe|i\s+guess|or\s+so|might\s+be)\b", re.I)
 _OR = re.compile(r"\W*(?:or|either|and/or)\W*|\s*/\s*", re.I)  # what joins alternatives: "2 or 3", "9/10"
 _BETWEEN = re.compile(r"\bbetween\s+$", re.I)  # "between 2 and 3" where one value is asked

@@ -195,7 +195,8 @@ def attack_problems(env: Any, draft: EnvDraft, task: Task, settings: Settings) -
     return problems
 
 
-def _previous(draft: EnvDraft, task: Task) -> str | None:
+def previous_answer(draft: EnvDraft, task: Task) -> str | None:
+    """A task's current gold answer as the model would have written it (JSON), or None."""
     if not (task.gold and task.task_id in draft.verifier_bodies):
         return None
     return GoldAnswer(actions=[{"tool": c.tool, "arguments": c.arguments} for c in task.gold],
@@ -231,11 +232,12 @@ class GoldSolver:
 
         return await solve_batch(self, tasks)
 
-    async def solve(self, task: Task, feedback: list[str], first: GoldAnswer | None = None) -> Result:
+    async def solve(self, task: Task, feedback: list[str], first: GoldAnswer | None = None,
+                    rounds: int | None = None) -> Result:
         """One task's answer, executed and repaired in its own conversation (`first`: its answer
         from a batch call, executed before any new call)."""
         outcome = GoldOutcome(task_id=task.task_id)
-        previous = _previous(self.draft, task) if feedback else None
+        previous = previous_answer(self.draft, task) if feedback else None
         convo = gold_messages(self.context, self.draft, self.db_bytes, [task], previous=previous,
                               feedback=problem_list(feedback))
         answer = first
@@ -253,7 +255,7 @@ class GoldSolver:
             if not problems:
                 outcome.passed = True
                 return candidate, body, outcome
-            if outcome.repairs >= self.rounds:
+            if outcome.repairs >= (self.rounds if rounds is None else rounds):
                 return candidate, body, outcome
             outcome.repairs += 1
             shown = GoldAnswer.model_validate(answer.model_dump(include=set(GoldAnswer.model_fields)))
@@ -281,12 +283,22 @@ async def generate_gold(draft: EnvDraft, gateway: Gateway, settings: Settings, *
     solver = GoldSolver(draft, db_bytes, gateway, settings.build_repair_rounds, pool, sample)
     fresh = [t for t in wanted if not feedback.get(t.task_id)]
     again = [t for t in wanted if feedback.get(t.task_id)]
+    # Tasks sent back with findings (the check loop's) are repaired in batches too, starting from their
+    # current answers; one repair turn each time, since the loop checks them again and asks again.
+    from synth.pipeline.stages.gold_batch import solve_batch
+
     batches = solver.batches(fresh)
+    grouped = solver.batches([t for t in again if previous_answer(draft, t) is not None])
+    repairs = [b for b in grouped if len(b) > 1]
+    alone = [t for t in again if not any(t in b for b in repairs)]
     outcomes = await asyncio.gather(
         *(solver.solve_batch(b) for b in batches),
-        *(solver.solve(t, [clip(p) for p in feedback[t.task_id]]) for t in again), return_exceptions=True)
+        *(solve_batch(solver, b, {t.task_id: [clip(p) for p in feedback[t.task_id]] for t in b}, rounds=1)
+          for b in repairs),
+        *(solver.solve(t, [clip(p) for p in feedback[t.task_id]], rounds=1) for t in alone),
+        return_exceptions=True)
     by_task: dict[str, Any] = {}
-    for group, outcome in zip([*batches, *([t] for t in again)], outcomes):
+    for group, outcome in zip([*batches, *repairs, *([t] for t in alone)], outcomes):
         results_of = outcome if isinstance(outcome, list) else [outcome] * len(group)
         for task, result in zip(group, results_of):
             by_task[task.task_id] = result

@@ -12,6 +12,7 @@ the whole prompt again.
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import TYPE_CHECKING, Any
 
 from synth.artifacts import GoldBatch, GoldTaskAnswer, Task
@@ -50,23 +51,34 @@ def _check(solver: "GoldSolver", asked: list[Task]):
     return check
 
 
-async def solve_batch(solver: "GoldSolver", tasks: list[Task]) -> list["Result | BaseException"]:
-    """Answers for `tasks` (two or more), each executed; failing ones repaired together in the batch's
-    conversation for up to solver.rounds turns. A task keeps its last attempt either way."""
-    from synth.pipeline.stages.gold import GoldOutcome, apply_answer, execution_problems
+async def solve_batch(solver: "GoldSolver", tasks: list[Task], feedback: dict[str, list[str]] | None = None,
+                      rounds: int | None = None) -> list["Result | BaseException"]:
+    """Answers for `tasks`, each executed; failing ones repaired together in the batch's conversation
+    for up to `rounds` (default solver.rounds) turns. With `feedback` ({task_id: problems found later,
+    e.g. by the check loop}), the conversation starts from the tasks' current answers and those
+    problems, as if its first answer had just failed. A task keeps its last attempt either way."""
+    from synth.pipeline.stages.gold import GoldOutcome, apply_answer, execution_problems, previous_answer
 
     env_id = solver.draft.env_id
+    rounds = solver.rounds if rounds is None else rounds
     subject = f"{env_id}/{'+'.join(t.task_id for t in tasks)}"
     convo = gold_messages(solver.context, solver.draft, solver.db_bytes, tasks)
     outcomes: dict[str, GoldOutcome] = {t.task_id: GoldOutcome(task_id=t.task_id) for t in tasks}
     latest: dict[str, tuple[Task, str]] = {}
     asking = list(tasks)
+    if feedback:
+        shown = GoldBatch(tasks=[GoldTaskAnswer(task_id=t.task_id, **json.loads(previous_answer(solver.draft, t)))
+                                 for t in tasks])
+        convo = convo + [{"role": "assistant", "content": shown.model_dump_json()},
+                         *render_prompt("gold_batch_repair", tasks=[
+                             {"task_id": t.task_id, "problems": problem_list(feedback.get(t.task_id, [])),
+                              "results": ""} for t in tasks])]
     while True:
         try:
             batch = await solver.gateway.structured(GoldBatch, convo, stage=STAGE, subject=subject,
                                                     check=_check(solver, asking), sample=solver.sample, grow=False)
         except OutputTruncated:
-            if asking is tasks:  # the first answer did not fit: ask for each half in a batch of its own
+            if asking is tasks and not feedback:  # the first answer did not fit: ask for each half apart
                 return [r for half in halves(tasks) for r in await solver.solve_batch(half)]
             return _finish(tasks, latest, outcomes, "a repair answer was cut off at the output cap")
         except (ModelError, SynthError) as exc:
@@ -93,7 +105,7 @@ async def solve_batch(solver: "GoldSolver", tasks: list[Task]) -> list["Result |
             outcome.problems, outcome.passed = problems, not problems
             if problems:
                 failing.append((task, problems, results))
-        if not failing or any(outcomes[t.task_id].repairs >= solver.rounds for t, _, _ in failing):
+        if not failing or any(outcomes[t.task_id].repairs >= rounds for t, _, _ in failing):
             return _finish(tasks, latest, outcomes)
         for task, _, _ in failing:
             outcomes[task.task_id].repairs += 1
