@@ -13,6 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from envkit import GOLD_ANSWERS
+from synth.llm.script import Reply
 from synth.cli import app
 from synth.pipeline.verify import check_env
 from synth.use.server import background
@@ -46,6 +47,7 @@ def test_serve_reports_both_rewards_and_scores_the_one_asked_for(root: Path) -> 
 
 def test_rollout_records_the_chosen_reward_and_both_scores(root: Path, fake_model, tmp_path: Path,
                                                            monkeypatch) -> None:
+    fake_model.script.add("ping", "*", Reply(json={"ok": True, "word": "pong"}))  # rollout checks the model first
     fake_model.script.add("rollout", "*", handler=gold_player_for(root / "envs" / "city_library"))
     monkeypatch.setenv("SYNTH_CACHE_DIR", str(tmp_path / "cache"))
     out = tmp_path / "traj.jsonl"

@@ -246,8 +246,10 @@ def test_a_call_that_breaks_an_invariant_is_a_tool_bug_even_for_a_lenient_judge(
     result = asyncio.run(verify_env(env, Gateway(settings), settings))
 
     assert result.status == "verified", result.reasons
-    judged = " ".join(r.body["messages"][-1]["content"] for r in fake_model.requests if r.stage == "check_judge")
-    assert "### return_book.1" not in judged.split("return_book.2")[0]  # decided without the judge
+    repaired_at = next(r.time for r in fake_model.requests if r.stage == "check_repair")
+    judged = " ".join(r.body["messages"][-1]["content"] for r in fake_model.requests
+                      if r.stage == "check_judge" and r.time < repaired_at)
+    assert "### return_book.1\n" not in judged  # decided without the judge
     report = json.loads((env / "report.json").read_text())
     [repair] = report["check_loop"]["rounds"][0]["repairs"]
     assert repair["kind"] == "tool" and repair["name"] == "return_book"

@@ -205,7 +205,7 @@ def test_load_errors_say_what_to_do(tmp_path, library, pool):
         Env.load(tmp_path / "nope", pool=pool)
     broken = write_env(read_env_draft(library), tmp_path / "broken")
     (broken / "tools.py").unlink()
-    with pytest.raises(InputError, match=r"missing tools.py; .*rebuild"):
+    with pytest.raises(InputError, match=r"missing tools.py; .*build the env again"):
         Env.load(broken, pool=pool)
     edited = write_env(read_env_draft(library), tmp_path / "edited")
     conn = open_bytes((edited / "db/initial.sqlite").read_bytes())

@@ -68,7 +68,8 @@ def test_help_shows_the_defaults_of_settings_flags():
     assert "[default: <out>/.cache]" in text
 
 
-OTHER_TOOLS = ("vf-eval", "`awm", "pip install", "ray start", "python -m verl", "python3 -m verl")
+OTHER_TOOLS = ("vf-eval", "`awm", "pip install", "ray start", "python -m verl", "python3 -m verl", "python examples/",
+               "example's")
 
 
 def test_every_flag_the_readme_names_exists_on_its_command():
