@@ -8,12 +8,12 @@ check` shows the probe rewards."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from demokit import demo_envs, offline_env
 
 from synth.runtime import Env
 from synth_validators.common import read_folder
@@ -21,19 +21,9 @@ from synth_validators.probes import DEFAULT_THRESHOLD
 from synth_validators.reward_cases import case_rewards
 
 
-def offline_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and not k.startswith("SYNTH_")}
-    return {**env, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-
-
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("demo") / "d"
-    done = subprocess.run([sys.executable, "-m", "synth", "run", "--out", str(out), "-n", "3", "--plain"],
-                          env=offline_env(), capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "3 of 3 wanted verified env(s): done" in done.stderr
-    return out / "envs"
+    return demo_envs(tmp_path_factory, "demo")
 
 
 def test_every_probe_of_every_task_is_below_the_threshold(demo: Path):

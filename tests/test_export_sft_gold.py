@@ -5,7 +5,6 @@ library env with a task whose gold no longer passes."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +12,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+import demokit
+from demokit import offline_env
 from envkit import library_draft
 from exportkit import add_agent_context
 from synth.cli import app
@@ -27,19 +28,10 @@ def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def offline_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-    return {**env, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-
-
 @pytest.fixture(scope="module")
 def demo_envs(tmp_path_factory) -> Path:
     """The offline demo's three verified envs (`synth run -n 3` with no key)."""
-    work = tmp_path_factory.mktemp("demo")
-    done = subprocess.run([sys.executable, "-m", "synth", "run", "--plain", "-n", "3"], cwd=work, env=offline_env(),
-                          capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return work / "generated" / "envs"
+    return demokit.demo_envs(tmp_path_factory, "demo")
 
 
 def test_gold_sft_on_the_demo(demo_envs: Path, tmp_path: Path):

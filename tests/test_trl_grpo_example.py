@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import subprocess
 import sys
 import time
@@ -14,24 +13,17 @@ from pathlib import Path
 
 import pytest
 
+import demokit
+
 from synth.use.server import background
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "trl_grpo_openenv.py"
 
 
-def offline_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and not k.startswith("SYNTH_")}
-    return {**env, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TRL_EXPERIMENTAL_SILENCE": "1"}
-
-
 @pytest.fixture(scope="module")
 def demo_envs(tmp_path_factory) -> Path:
-    """The offline demo's envs (`synth run` with no key)."""
-    work = tmp_path_factory.mktemp("demo")
-    done = subprocess.run([sys.executable, "-m", "synth", "run", "--plain"], cwd=work, env=offline_env(),
-                          capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return work / "generated" / "envs"
+    """The offline demo's envs (`synth run -n 3` with no key)."""
+    return demokit.demo_envs(tmp_path_factory, "demo")
 
 
 def test_grpo_trains_one_step_on_the_demo_envs_through_openenv(demo_envs: Path, tmp_path: Path):
@@ -40,7 +32,7 @@ def test_grpo_trains_one_step_on_the_demo_envs_through_openenv(demo_envs: Path, 
     with srv:
         done = subprocess.run([sys.executable, str(EXAMPLE), "--server", srv.url, "--tiny", "--max-steps", "1",
                                "--num-generations", "2", "--max-completion-length", "16", "--max-tool-calls", "2",
-                               "--output-dir", str(tmp_path / "out")], env=offline_env(), capture_output=True,
+                               "--output-dir", str(tmp_path / "out")], env=demokit.offline_env(TRL_EXPERIMENTAL_SILENCE="1"), capture_output=True,
                               text=True, timeout=900)
         assert done.returncode == 0, done.stderr[-4000:]
         deadline = time.monotonic() + 10

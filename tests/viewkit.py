@@ -6,33 +6,15 @@ and broken env folders."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
+from demokit import demo_output  # noqa: F401 - the view tests take the demo from here
 
 LIBRARY = "maple_street_public_library"
 VET = "riverside_veterinary_clinic"
 COWORK = "foundry_coworking"
-
-
-def demo_output(tmp_path_factory: pytest.TempPathFactory, dest: Path) -> Path:
-    """A copy of `synth run` (no key: the offline demo) output at `dest`; the demo runs once per session."""
-    built = tmp_path_factory.getbasetemp() / "view-demo"
-    out = built / "generated"
-    if not (out / "runs").is_dir():
-        built.mkdir(exist_ok=True)
-        env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and not k.startswith("SYNTH_")}
-        env.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
-        done = subprocess.run([sys.executable, "-m", "synth", "run", "--plain", "-n", "3"], cwd=built, env=env,
-                              capture_output=True, text=True, timeout=900)
-        assert done.returncode == 0, done.stderr[-2000:]
-    shutil.copytree(out, dest, ignore=shutil.ignore_patterns(".cache"))
-    return dest
 
 
 def run_dir(out: Path) -> Path:
