@@ -201,6 +201,10 @@ async def build_then_verify(scenario: Scenario, gateway: Gateway, settings: Sett
     if not verified.verified:
         reason = "; ".join(verified.reasons) or f"verification ended with status {verified.status}"
         return EnvOutcome(env_id, "failed", "verify", str(_move_to_failed(out, path, env_id)), reason)
+    if settings.templates > 0:
+        from synth.pipeline.tasks.step import run_step
+
+        await run_step(path, gateway, settings, store=store, pool=pool, progress=show)
     return EnvOutcome(env_id, "verified", "verify", str(path))
 
 
@@ -271,6 +275,8 @@ class Pipeline:
         def queued(count: int) -> None:
             progress.stage("build", count)
             progress.stage("verify", count)
+            if self.settings.templates > 0:
+                progress.stage("templates", count)
 
         async def work(scenario: Scenario) -> EnvOutcome:
             return await build_and_verify(scenario, self.gateway, self.settings, self.out, store=self.store,
