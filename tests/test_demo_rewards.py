@@ -29,7 +29,7 @@ def offline_env() -> dict[str, str]:
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("demo") / "d"
-    done = subprocess.run([sys.executable, "-m", "synth", "run", "--out", str(out), "-n", "3", "--plain"],
+    done = subprocess.run([sys.executable, "-m", "synth", "run", "--out", str(out), "-n", "3", "--plain", "--templates", "0"],
                           env=offline_env(), capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "3 of 3 wanted verified env(s): done" in done.stderr

@@ -36,7 +36,7 @@ def offline_env() -> dict[str, str]:
 def demo_envs(tmp_path_factory) -> Path:
     """The offline demo's three verified envs (`synth run -n 3` with no key)."""
     work = tmp_path_factory.mktemp("demo")
-    done = subprocess.run([sys.executable, "-m", "synth", "run", "--plain", "-n", "3"], cwd=work, env=offline_env(),
+    done = subprocess.run([sys.executable, "-m", "synth", "run", "--plain", "-n", "3", "--templates", "0"], cwd=work, env=offline_env(),
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     return work / "generated" / "envs"

@@ -28,7 +28,7 @@ def demo_output(tmp_path_factory: pytest.TempPathFactory, dest: Path) -> Path:
         built.mkdir(exist_ok=True)
         env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and not k.startswith("SYNTH_")}
         env.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
-        done = subprocess.run([sys.executable, "-m", "synth", "run", "--plain", "-n", "3"], cwd=built, env=env,
+        done = subprocess.run([sys.executable, "-m", "synth", "run", "--plain", "-n", "3", "--templates", "0"], cwd=built, env=env,
                               capture_output=True, text=True, timeout=900)
         assert done.returncode == 0, done.stderr[-2000:]
     shutil.copytree(out, dest, ignore=shutil.ignore_patterns(".cache"))

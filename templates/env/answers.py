@@ -487,10 +487,21 @@ def _same_rows(a: sqlite3.Connection, b: sqlite3.Connection, table: str) -> bool
     return [tuple(r) for r in a.execute(select)] == [tuple(r) for r in b.execute(select)]
 
 
+def _same_db(a: sqlite3.Connection, b: sqlite3.Connection) -> bool:
+    """The two databases are byte for byte the same (an attempt that changed nothing leaves the episode's
+    copy identical to the initial one): no row needs reading."""
+    try:
+        return a.serialize() == b.serialize()
+    except (sqlite3.Error, AttributeError, MemoryError):
+        return False
+
+
 def db_diff(initial_db: sqlite3.Connection, final_db: sqlite3.Connection, only_tables: Any = None) -> dict:
     """What changed, per table (tables with no change are left out): {table: {"added": [row],
     "removed": [row], "changed": [{"key", "before", "after", "columns"}], "added_keys": [...],
     "removed_keys": [...]}}; rows are dicts, keys are primary-key values (rowid without one)."""
+    if _same_db(initial_db, final_db):
+        return {}
     out = {}
     before, after = set(db_tables(initial_db)), set(db_tables(final_db))
     for table in sorted(before | after):
