@@ -172,7 +172,8 @@ def test_instances_continue_after_the_rows_used_and_skip_tasks_the_env_has(libra
     assert first.tasks[0].bindings == {"book_id": 2, "title": "A Wizard of Earthsea", "genre": "fantasy",
                                        "free": 1, "total": 2}
     assert first.tasks[0].gold[0].arguments == {"query": "A Wizard of Earthsea"}
-    assert first.tasks[0].facts[0].value == "1" and first.tasks[0].expected_answer == "1 copies of A Wizard of Earthsea."
+    assert first.tasks[0].facts[0].value == "1"
+    assert first.tasks[0].expected_answer == "1 copies of A Wizard of Earthsea."
     more = instantiate(template.model_copy(update={"rows_used": 3}), db, tools, Seen.of(draft.tasks, tools), 10)
     assert [t.task_id for t in more.tasks] == [f"copies_on_shelf_00{n}" for n in range(4, 7)] and more.rows_used == 6
     # The same request in other words (same calls, same facts) is the same task: passed over, except the row

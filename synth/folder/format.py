@@ -27,7 +27,7 @@ import jinja2
 from pydantic import BaseModel, Field
 
 from synth import __version__
-from synth.artifacts import ActingUser, EnvManifest, EnvStatus, Rules, Scenario, Task, TaskTemplate, ToolSpec
+from synth.artifacts import ActingUser, EnvManifest, EnvStatus, Rules, Scenario, Task, TaskTemplate, ToolSpec, ToolTest
 from synth.errors import InputError, SynthError
 from synth.folder.database import DatabaseError, build_database, db_sha256, open_bytes, table_columns, table_counts
 from synth.folder.toolschema import PY_TYPES, check_portable_schema, schema_to_params
@@ -87,7 +87,17 @@ class EnvDraft(BaseModel):
     acting_user: ActingUser | None = None  # the staff or customer record the agent acts for
     rules: Rules | None = None  # rules.json; None for folders made before it
     verifier_tests: list[dict[str, Any]] = Field(default_factory=list)  # verifier_tests.jsonl (VerifierCase)
-    templates: list[TaskTemplate] = Field(default_factory=list)  # task_templates.jsonl; each is a function in verifiers.py
+    templates: list[TaskTemplate] = Field(default_factory=list)  # task_templates.jsonl; each a function in verifiers.py
+
+    def tool_tests(self) -> list[ToolTest]:
+        """tests.jsonl as ToolTests; a malformed line from an older run is left out."""
+        out = []
+        for raw in self.tests:
+            try:
+                out.append(ToolTest.model_validate(raw))
+            except ValueError:
+                continue
+        return out
 
 
 # --------------------------------------------------------------------------- rendering

@@ -202,7 +202,7 @@ async def build_then_verify(scenario: Scenario, gateway: Gateway, settings: Sett
         reason = "; ".join(verified.reasons) or f"verification ended with status {verified.status}"
         return EnvOutcome(env_id, "failed", "verify", str(_move_to_failed(out, path, env_id)), reason)
     if settings.templates > 0:
-        from synth.pipeline.tasks.step import run_step
+        from synth.pipeline.tasks.in_run import run_step
 
         await run_step(path, gateway, settings, store=store, pool=pool, progress=show)
     return EnvOutcome(env_id, "verified", "verify", str(path))

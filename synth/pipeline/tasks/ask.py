@@ -245,7 +245,8 @@ class TemplateAsker:
                               expected_answer=template.expected_answer, facts=template.facts,
                               free_columns=template.free_columns, verifier_body=template.verifier_body)
         messages = self.context.messages(
-            "templates_repair", template_name=template.template_id, kind=template.kind, template=shown.model_dump_json(indent=1),
+            "templates_repair", template_name=template.template_id, kind=template.kind,
+            template=shown.model_dump_json(indent=1),
             problems=problem_list(problems), results=results, results_of=results_of,
             data_dump=data_dump(self.db_bytes, None, rows=DATA_ROWS),
             tools_src=self.tools_src() if template.kind == "write" else "")

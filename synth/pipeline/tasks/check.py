@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from synth.artifacts import Task, ToolTest, VerifierCase
+from synth.artifacts import Task, VerifierCase
 from synth.config import Settings
 from synth.folder.format import EnvDraft
 
@@ -40,51 +40,60 @@ class InstanceCheck:
         return not self.gold and not self.verifier
 
 
+class InstanceChecker:
+    """The per-task checks of instances of one loaded env (`env`, whose folder's draft is `draft`)."""
+
+    def __init__(self, env: Any, draft: EnvDraft, settings: Settings):
+        from synth_validators import robust
+        from synth_validators.fuzz import ValuePool
+        from synth_validators.probe_kinds import new_context
+
+        self.cases: dict[str, list[VerifierCase]] = {}
+        for raw in draft.verifier_tests:
+            case = VerifierCase.model_validate(raw)
+            self.cases.setdefault(case.task_id, []).append(case)
+        self.env, self.draft, self.settings = env, draft, settings
+        self.ctx = new_context(env, volatile=draft.volatile_columns, tasks=draft.tasks, tests=draft.tool_tests())
+        self.initially = robust.RuleWatch.initial(draft.rules, env)
+        self.values = ValuePool(env.initial_db)
+
+    def one(self, task: Task) -> InstanceCheck:
+        from synth_validators import deterministic, discriminates, robust, solvable
+        from synth_validators.probes import probe_task
+        from synth_validators.reward_cases import case_problem
+
+        env, settings = self.env, self.settings
+        found = InstanceCheck(task.task_id, gold=solvable.task_problems(env, task))
+        if found.gold:
+            return found
+        found.verifier += discriminates.task_problems(env, task)
+        found.probes, paid = probe_task(self.ctx, task, settings.probe_threshold, settings.probe_margin)
+        found.verifier += paid
+        found.verifier += deterministic.task_problems(env, task, self.draft.volatile_columns)
+        errors, broken = robust.task_findings(env, self.draft.env_id, task, self.draft.rules, self.initially,
+                                              self.values)
+        found.verifier += errors
+        found.gold += [f"tool {tool}: {problem}" for tool, problem in broken.items()]
+        for case in self.cases.get(task.task_id, []):
+            problem = case_problem(env, task, case, settings.probe_threshold)
+            if problem:
+                found.verifier.append(problem)
+        return found
+
+    def check(self, tasks: list[Task]) -> dict[str, InstanceCheck]:
+        """Several instances at a time (each its own episodes on the one env)."""
+        from synth_validators.common import map_tasks
+
+        return {c.task_id: c for c in map_tasks(self.one, tasks)}
+
+
 def check_instances(env_dir: Path, draft: EnvDraft, tasks: list[Task], settings: Settings,
                     pool: Any = None) -> dict[str, InstanceCheck]:
     """Every check of `tasks` (instances present in the folder at env_dir, whose draft is `draft`)."""
-    from synth_validators import deterministic, discriminates, robust, solvable
-    from synth_validators.common import map_tasks
-    from synth_validators.fuzz import ValuePool
-    from synth_validators.probe_kinds import new_context
-    from synth_validators.probes import probe_task
-    from synth_validators.reward_cases import case_problem
-
     from synth.runtime import Env
 
-    tests = []
-    for raw in draft.tests:
-        try:
-            tests.append(ToolTest.model_validate(raw))
-        except ValueError:
-            continue
-    cases: dict[str, list[VerifierCase]] = {}
-    for raw in draft.verifier_tests:
-        case = VerifierCase.model_validate(raw)
-        cases.setdefault(case.task_id, []).append(case)
     env = Env.load(env_dir, pool=pool)
     try:
-        ctx = new_context(env, volatile=draft.volatile_columns, tasks=draft.tasks, tests=tests)
-        initially = robust.RuleWatch.initial(draft.rules, env)
-        values = ValuePool(env.initial_db)
-
-        def one(task: Task) -> InstanceCheck:
-            found = InstanceCheck(task.task_id, gold=solvable.task_problems(env, task))
-            if found.gold:
-                return found
-            found.verifier += discriminates.task_problems(env, task)
-            found.probes, paid = probe_task(ctx, task, settings.probe_threshold, settings.probe_margin)
-            found.verifier += paid
-            found.verifier += deterministic.task_problems(env, task, draft.volatile_columns)
-            errors, broken = robust.task_findings(env, draft.env_id, task, draft.rules, initially, values)
-            found.verifier += errors
-            found.gold += [f"tool {tool}: {problem}" for tool, problem in broken.items()]
-            for case in cases.get(task.task_id, []):
-                problem = case_problem(env, task, case, settings.probe_threshold)
-                if problem:
-                    found.verifier.append(problem)
-            return found
-
-        return {c.task_id: c for c in map_tasks(one, tasks)}
+        return InstanceChecker(env, draft, settings).check(tasks)
     finally:
         env.close()

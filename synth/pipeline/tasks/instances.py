@@ -8,8 +8,8 @@ verifier is one line calling the template's function with the row (`params`), so
 grows by a line per instance, not by a verifier body.
 
 Two instances are the same task when they make the same state-changing calls (write tasks), or the
-same calls and ask for the same facts (read tasks), whatever their wording, or when their instructions read the same once case and
-punctuation are ignored: only the first is kept. Instances of one template that differ only in a
+same calls and ask for the same facts (read tasks), whatever their wording, or when their instructions
+read the same once case and punctuation are ignored: only the first is kept. Instances of one template that differ only in a
 name but do the same thing fall out here; instances that act on other records, or ask about them,
 differ in meaning even when their sentences differ in one word (which is why this is not an
 embedding-similarity test: every instance of a template is a near-paraphrase of the others).

@@ -49,7 +49,7 @@ TEST_SHARE = 0.2  # share of templates whose instances are test tasks
 EVIDENCE = 8  # problems shown in a repair prompt
 
 
-@dataclass
+@dataclass(eq=False)  # one candidate per template: `in` and `index` mean this very one
 class Candidate:
     template: TaskTemplate
     outcome: TemplateOutcome
@@ -116,7 +116,7 @@ class TasksStep:
         await self._settle(self.cands, "checks")
         if self.gateway is not None and self.settings.template_sample > 0:
             await self._agents()
-        if usage:
+        if usage:  # in `synth run`, envs in flight share the gateway: the figures are approximate there
             self.result.prompt_tokens = usage.prompt_tokens - before[0]
             self.result.completion_tokens = usage.completion_tokens - before[1]
             self.result.calls = usage.calls - before[2]
@@ -369,33 +369,3 @@ async def add_tasks(env_dir: Path | str, gateway: Gateway | None, settings: Sett
                          "templates again with no model)")
     return await TasksStep(root, draft, gateway, settings, pool).run(more)
 
-
-STORE_STAGE = "templates"  # run-store item per env in `synth run`
-
-
-async def run_step(env_dir: Path, gateway: Gateway, settings: Settings, *, store: Any = None, pool: Any = None,
-                   progress: Any = None) -> TasksResult | None:
-    """`synth run`'s tasks step for a verified env: never fails the env (it keeps the tasks it has when the step
-    fails), resumed from the run store. None when an earlier attempt of the run did it."""
-    env_id = Path(env_dir).name
-    if store is not None and store.is_done(STORE_STAGE, env_id):
-        if progress is not None:
-            progress.finished(STORE_STAGE, True)
-        return None
-    if progress is not None:
-        progress.started(STORE_STAGE)
-    if store is not None:
-        store.start(STORE_STAGE, env_id)
-    try:
-        result = await add_tasks(env_dir, gateway, settings, pool=pool)
-    except SynthError as exc:
-        if store is not None:
-            store.fail(STORE_STAGE, env_id, str(exc))
-        if progress is not None:
-            progress.finished(STORE_STAGE, False)
-        return None
-    if store is not None:
-        store.finish(STORE_STAGE, env_id, {"added": result.added, "tokens_per_task": result.tokens_per_task})
-    if progress is not None:
-        progress.finished(STORE_STAGE, result.added > 0)
-    return result
