@@ -93,6 +93,9 @@ def test_main_command_on_a_terminal_prints_the_funnel_and_n_1_then_adds_one_env(
     assert "verify" in shown and "model     calls" in shown  # the bars and the usage line were drawn
     first = envs(out)
     assert len(first) == 2
+    for env in first:  # each verified env got its tasks from templates too
+        assert len((out / "envs" / env / "tasks.jsonl").read_text().splitlines()) >= 200
+        assert (out / "envs" / env / "task_templates.jsonl").exists()
     assert not (tmp_path / "generated").exists()  # --out elsewhere: no ./generated/.cache either
 
     # Right after, in the same folder: -n 1 verifies one new env (the demo holds 3 domains).

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
+from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from verifykit import make_verified_library
@@ -23,6 +24,8 @@ from synth.llm.script import Reply
 from synth.pipeline.tasks.instances import SlotError, Seen, fill, fill_calls, instantiate, slot_names
 from synth.pipeline.tasks.step import add_tasks
 from synth.pipeline.verify import check_env
+from synth.view.app import create_app
+from synth.view.sources import resolve
 
 ENV = "city_library"
 AVAILABLE = ("SELECT book_id, title, genre, available_copies AS free, total_copies AS total FROM books "
@@ -224,6 +227,12 @@ def test_wrong_verifiers_keep_only_the_rows_where_they_hold_or_are_dropped_and_p
     # Every instance kept passes every gate, as `synth check` replays them.
     checked = check_env(library)
     assert checked.verified, checked.reasons
+    # `synth view` lists the templates, and an instance's page shows its line and its template's function.
+    with TestClient(create_app(resolve([library])), base_url="http://127.0.0.1") as client:
+        page = client.get(f"/envs/{ENV}").text
+        task = client.get(f"/envs/{ENV}/tasks/copies_on_shelf_002").text
+    assert 'id="template-table"' in page and "check_out_for_member" in page and "copies_owned" not in page
+    assert "return template_copies_on_shelf(initial_db" in task and "def template_copies_on_shelf(" in task
 
 
 def test_train_and_test_are_split_by_template_and_more_adds_rows_with_no_model(fake_model, library: Path,
@@ -268,3 +277,22 @@ def test_tasks_needs_a_verified_env_and_more_needs_templates(library: Path, tmp_
     (library / "env.json").write_text(json.dumps({**env, "status": "built"}))
     built = runner.invoke(app, ["tasks", str(library), "--more"])
     assert built.exit_code == 1 and "tasks are added to verified envs only" in built.output
+
+
+def test_the_run_step_is_recorded_in_the_run_store_and_not_repeated(fake_model, library: Path, tmp_path: Path):
+    from synth.pipeline.store import RunStore
+    from synth.pipeline.tasks.in_run import STORE_STAGE, run_step
+
+    script_templates(fake_model, {"copies_owned": MOSTLY_WRONG, "check_out_for_member": checkout_template(True),
+                                  "reserve_for_member": reserve_template()})
+    s = settings(fake_model, tmp_path)
+    store = RunStore.open(tmp_path / "out", "run-x")
+    try:
+        first = asyncio.run(run_step(library, Gateway(s), s, store=store))
+        assert first is not None and first.added > 0
+        assert store.get(STORE_STAGE, ENV)["output"]["added"] == first.added
+        calls = len(fake_model.requests)
+        assert asyncio.run(run_step(library, Gateway(s), s, store=store)) is None  # a rerun of the run skips it
+        assert len(fake_model.requests) == calls
+    finally:
+        store.close()

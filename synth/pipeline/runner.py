@@ -153,6 +153,10 @@ async def build_and_verify(scenario: Scenario, gateway: Gateway, settings: Setti
     started = False
     if _status(final) == "verified":  # verified before a kill could record it
         outcome = EnvOutcome(env_id, "verified", "verify", str(final), resumed=True)
+        if settings.templates > 0 and executor is None:  # the kill may have come during its tasks step
+            from synth.pipeline.tasks.in_run import run_step
+
+            await run_step(final, gateway, settings, store=store, pool=pool, progress=show)
     else:
         if gateway.usage.budget_reached:
             return EnvOutcome(env_id, "stopped", "build", None, "budget reached before this env started")
