@@ -233,6 +233,14 @@ def test_wrong_verifiers_keep_only_the_rows_where_they_hold_or_are_dropped_and_p
         task = client.get(f"/envs/{ENV}/tasks/copies_on_shelf_002").text
     assert 'id="template-table"' in page and "check_out_for_member" in page and "copies_owned" not in page
     assert "return template_copies_on_shelf(initial_db" in task and "def template_copies_on_shelf(" in task
+    # An export that takes one function per task gets an instance's template body with its row as params.
+    awm = CliRunner().invoke(app, ["export", "awm", str(library), "--out", str(tmp_path / "awm")])
+    assert awm.exit_code == 0, awm.output
+    rows = {r["task_id"]: r for r in map(json.loads, (tmp_path / "awm" / "gen_verifier.pure_code.jsonl").read_text()
+                                         .splitlines())}
+    code = rows["copies_on_shelf_002"]["verification"]["code"]
+    compile(code, "verifier.py", "exec")
+    assert "params = {'book_id': 2," in code and "template_copies_on_shelf" not in code
 
 
 def test_train_and_test_are_split_by_template_and_more_adds_rows_with_no_model(fake_model, library: Path,
