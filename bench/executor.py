@@ -95,7 +95,7 @@ def run(executor: str, scenarios: list[Scenario], server: FakeModelServer, work:
     from synth.runtime.sandbox import SandboxPool
 
     settings = Settings(model="openai/test-model", base_url=server.openai_base_url, out=work / "out",
-                        cache_dir=work / "cache", executor=executor, parallel_envs=parallel)
+                        cache_dir=work / "cache", executor=executor, parallel_envs=parallel, templates=0)
     store = RunStore(work / "run")
     gateway = Gateway(settings, recorder=store)
     opened = time.monotonic()

@@ -100,7 +100,8 @@ def row(label: str, counts: Counter, group: str) -> str:
 
 def demo_envs(out: Path) -> list[Path]:
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and not k.startswith("SYNTH_")}
-    done = subprocess.run([sys.executable, "-m", "synth", "run", "--out", str(out), "-n", "3", "--plain"],
+    done = subprocess.run([sys.executable, "-m", "synth", "run", "--out", str(out), "-n", "3", "--plain",
+                           "--templates", "0"],
                           env={**env, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}, cwd=ROOT,
                           capture_output=True, text=True)
     if done.returncode != 0:

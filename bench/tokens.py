@@ -65,7 +65,8 @@ def run_demo(wire: str, work: Path) -> tuple[list[dict], dict, dict[str, str]]:
     with FakeModelServer(script) as fake:
         base = fake.openai_base_url if wire == "openai" else fake.anthropic_base_url
         settings = Settings(model=WIRES[wire], base_url=base, out=work / "gen", cache_dir=work / "cache",
-                            retry_base_delay=0.01, max_attempts=1)
+                            retry_base_delay=0.01, max_attempts=1,
+                            templates=0)  # the build and the check loop: bench/tasks.py measures the templates
         summary = run_pipeline(seeds, len(seeds), settings, Quiet())
     run = work / "gen" / "runs" / summary["run_id"]
     db = sqlite3.connect(run / "run.sqlite")

@@ -21,6 +21,8 @@ _EXPORTS = {
     "generate_scenarios": "synth.pipeline.scenarios", "build_env": "synth.pipeline.build",
     "verify_env": "synth.pipeline.verify", "check_env": "synth.pipeline.verify",
     "run_pipeline": "synth.pipeline.runner", "SynthError": "synth.errors",
+    "add_tasks": "synth.pipeline.tasks.step", "TaskTemplate": "synth.artifacts",
+    "calibrate_async": "synth.use.calibrate",
 }
 __all__ = ["__version__", *_EXPORTS]
 

@@ -75,6 +75,12 @@ class Settings(BaseModel):
     probe_margin: float = Field(0.25, ge=0, le=1, description="a probe must also score at least this much "
                                 "under the gold solution's reward")
 
+    # tasks from templates (synth tasks, and synth run after verification)
+    templates: int = Field(12, ge=0, description="task templates asked per verified env, half read and half write "
+                           "(0: `synth run` adds none)")
+    per_template: int = Field(40, ge=1, description="instances at most made of one template per run")
+    template_sample: int = Field(1, ge=0, description="instances of each template the reward agents check")
+
     # executor
     executor: Literal["local", "ray"] = Field(
         "local", description="where each env is built and verified: local (this process) or ray (Ray tasks on "

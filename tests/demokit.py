@@ -1,4 +1,4 @@
-"""The offline demo's output, built once per test session: `synth run -n 3` with no API key (three verified
+"""The offline demo's output, built once per test session: `synth run -n 3 --templates 0` with no API key (three verified
 envs from the recorded answers in seeds/demo/). Tests get a copy of their own to read or change."""
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ def demo_output(tmp_path_factory: pytest.TempPathFactory, dest: Path) -> Path:
     out = built / "generated"
     if not (out / "runs").is_dir():
         built.mkdir(exist_ok=True)
-        done = subprocess.run([sys.executable, "-m", "synth", "run", "--plain", "-n", "3"], cwd=built,
+        done = subprocess.run([sys.executable, "-m", "synth", "run", "--plain", "-n", "3", "--templates", "0"],
+                              cwd=built,
                               env=offline_env(), capture_output=True, text=True, timeout=1200)
         assert done.returncode == 0, done.stderr[-2000:]
         assert "3 of 3 wanted verified env(s): done" in done.stderr

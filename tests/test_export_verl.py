@@ -78,7 +78,8 @@ def test_parquet_follows_the_rlhf_dataset_contract(env_root: Path, tmp_path: Pat
         truth = json.loads(row["reward_model"]["ground_truth"])
         assert truth["env_id"] == "city_library" and truth["task_id"] == task.task_id
         assert row["extra_info"] == {"split": "train", "index": index, "env_id": "city_library",
-                                     "task_id": task.task_id, "probes": []}  # no report.json probes here
+                                     "task_id": task.task_id, "probes": [], "template_id": None,
+                                     "calibration": None}  # no report.json probes, no template, no calibration
     system = train.to_pylist()[0]["prompt"][0]["content"]
     assert "Today is 2025-06-02 (Monday)" in system and "acting for Maya Patel" in system
     assert test.to_pylist()[0]["extra_info"]["task_id"] == "task_04"

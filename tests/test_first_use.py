@@ -114,17 +114,20 @@ def test_main_command_on_a_terminal_prints_the_funnel_and_n_1_then_adds_one_env(
     assert "verify" in shown and "model     calls" in shown  # the bars and the usage line were drawn
     first = envs(out)
     assert len(first) == 2
+    for env in first:  # each verified env got its tasks from templates too
+        assert len((out / "envs" / env / "tasks.jsonl").read_text().splitlines()) >= 200
+        assert (out / "envs" / env / "task_templates.jsonl").exists()
     assert not (tmp_path / "generated").exists()  # --out elsewhere: no ./generated/.cache either
 
     # Right after, in the same folder: -n 1 verifies one new env (the demo holds 3 domains).
-    more = synth("run", "-n", "1", "--out", str(out), "--plain", cwd=tmp_path)
+    more = synth("run", "-n", "1", "--out", str(out), "--plain", "--templates", "0", cwd=tmp_path)
     assert more.returncode == 0, more.stderr[-3000:]
     assert len(envs(out)) == 3 and first < envs(out)
     assert "1 of 1 wanted verified env(s): done" in more.stderr
     assert "2 scenario(s) already in" in more.stderr and "from other runs are kept" in more.stderr
 
     # The same command again resumes its run: the env it made counts toward -n, and it says so.
-    again = synth("run", "-n", "1", "--out", str(out), "--plain", cwd=tmp_path)
+    again = synth("run", "-n", "1", "--out", str(out), "--plain", "--templates", "0", cwd=tmp_path)
     assert again.returncode == 0, again.stderr[-3000:]
     assert "(1 from an earlier attempt of this run, same seeds, counted toward -n): done" in again.stderr
 
@@ -143,7 +146,7 @@ def test_main_command_on_a_terminal_prints_the_funnel_and_n_1_then_adds_one_env(
 
 
 def test_asking_the_demo_for_more_than_it_holds_says_so_and_builds_what_it_has(tmp_path):
-    done = synth("run", "-n", "5", "--plain", "--out", str(tmp_path / "out"), cwd=tmp_path)
+    done = synth("run", "-n", "5", "--plain", "--templates", "0", "--out", str(tmp_path / "out"), cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "running the offline demo (3 env(s), not 5: the demo holds 3 domains" in done.stderr
     assert len(envs(tmp_path / "out")) == 3

@@ -44,7 +44,7 @@ def with_ping(script: Script) -> Script:
 def run_args(server: FakeModelServer, out: Path, *extra: str) -> list[str]:
     return [sys.executable, "-m", "synth", "run", "--seeds", str(DEMO_SEEDS), "-n", "3",
             "--model", "openai/test-model", "--base-url", server.openai_base_url,
-            "--out", str(out), "--cache-dir", str(out / "cache"), "--plain", *extra]
+            "--out", str(out), "--cache-dir", str(out / "cache"), "--plain", "--templates", "0", *extra]
 
 
 def verified_envs(out: Path) -> dict[str, str]:
@@ -66,7 +66,7 @@ def body_key(request) -> str:
 
 
 def test_demo_without_api_key_gives_three_verified_envs(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "synth", "run", "--plain", "-n", "3"], cwd=tmp_path,
+    out = subprocess.run([sys.executable, "-m", "synth", "run", "--plain", "-n", "3", "--templates", "0"], cwd=tmp_path,
                          env=synth_env(), capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stderr.count("running the offline demo") == 1

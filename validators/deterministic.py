@@ -16,7 +16,7 @@ from synth.artifacts import GateResult, Reward, Task
 from synth.errors import SynthError
 from synth.use.replay import answer_text, canonical, diff_summary, state_diff
 
-from .common import EnvFolder, Findings, run_with_env
+from .common import EnvFolder, Findings, map_tasks, run_with_env
 
 NAME = "deterministic"
 
@@ -39,22 +39,30 @@ def _play(env: Any, task: Task, actions: list, evaluations: int) -> tuple[list[s
     return signatures, final
 
 
+def task_problems(env: Any, task: Task, volatile: list[str]) -> list[str]:
+    problems = []
+    first, final_a = _play(env, task, task.gold, 2)
+    second, final_b = _play(env, task, task.gold, 1)
+    if len(set(first + second)) > 1:
+        problems.append("the gold trajectory scored differently across evaluations "
+                        f"({' vs '.join(sorted(set(first + second)))[:300]})")
+    empty, _ = _play(env, task, [], 2)
+    if len(set(empty)) > 1:
+        problems.append("the empty trajectory scored differently across evaluations")
+    if final_a is not None and final_b is not None:
+        changed = state_diff(final_a, final_b, volatile)
+        if changed:
+            problems.append("replaying the gold solution twice gave different databases "
+                            f"({canonical(diff_summary(changed))}); make the tools deterministic "
+                            "or declare the varying columns volatile")
+    return problems
+
+
 def _check(folder: EnvFolder, env: Any, found: Findings) -> None:
-    for task in folder.tasks:
-        first, final_a = _play(env, task, task.gold, 2)
-        second, final_b = _play(env, task, task.gold, 1)
-        if len(set(first + second)) > 1:
-            found.task(task.task_id, "the gold trajectory scored differently across evaluations "
-                                     f"({' vs '.join(sorted(set(first + second)))[:300]})")
-        empty, _ = _play(env, task, [], 2)
-        if len(set(empty)) > 1:
-            found.task(task.task_id, "the empty trajectory scored differently across evaluations")
-        if final_a is not None and final_b is not None:
-            changed = state_diff(final_a, final_b, folder.volatile)
-            if changed:
-                found.task(task.task_id, "replaying the gold solution twice gave different databases "
-                                         f"({canonical(diff_summary(changed))}); make the tools deterministic "
-                                         "or declare the varying columns volatile")
+    results = map_tasks(lambda t: task_problems(env, t, folder.volatile), folder.tasks)
+    for task, problems in zip(folder.tasks, results):
+        for problem in problems:
+            found.task(task.task_id, problem)
 
 
 def run(env_dir: Path | str, env: Any = None) -> GateResult:

@@ -11,26 +11,33 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from synth.artifacts import GateResult
+from synth.artifacts import GateResult, Task
 from synth.use.replay import last_write_index, run_actions
 
-from .common import EnvFolder, Findings, run_with_env
+from .common import EnvFolder, Findings, map_tasks, run_with_env
 
 NAME = "discriminates"
 
 
+def task_problems(env: Any, task: Task) -> list[str]:
+    problems = []
+    empty = run_actions(env, task, [], answer=None)
+    if empty.reward is not None and empty.reward.passed:
+        problems.append("the verifier passes on the untouched initial state with an empty answer")
+    last = last_write_index(env, task.gold)
+    if last is None:
+        return problems
+    partial = run_actions(env, task, task.gold[:last] + task.gold[last + 1:], answer=task.expected_answer)
+    if partial.reward is not None and partial.reward.passed:
+        problems.append(f"the verifier passes when the gold solution's last state-changing call "
+                        f"({task.gold[last].tool}) is left out")
+    return problems
+
+
 def _check(folder: EnvFolder, env: Any, found: Findings) -> None:
-    for task in folder.tasks:
-        empty = run_actions(env, task, [], answer=None)
-        if empty.reward is not None and empty.reward.passed:
-            found.task(task.task_id, "the verifier passes on the untouched initial state with an empty answer")
-        last = last_write_index(env, task.gold)
-        if last is None:
-            continue
-        partial = run_actions(env, task, task.gold[:last] + task.gold[last + 1:], answer=task.expected_answer)
-        if partial.reward is not None and partial.reward.passed:
-            found.task(task.task_id, f"the verifier passes when the gold solution's last state-changing call "
-                                     f"({task.gold[last].tool}) is left out")
+    for task, problems in zip(folder.tasks, map_tasks(lambda t: task_problems(env, t), folder.tasks)):
+        for problem in problems:
+            found.task(task.task_id, problem)
 
 
 def run(env_dir: Path | str, env: Any = None) -> GateResult:

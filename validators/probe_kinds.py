@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ast
 import datetime
+import functools
 import random
 import re
 import zlib
@@ -68,8 +69,10 @@ def clip(text: str, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+@functools.lru_cache(maxsize=8)
 def tool_sources(tools_src: str) -> dict[str, str]:
-    """Each tool function's source in tools.py (read, never run)."""
+    """Each tool function's source in tools.py (read, never run); parsed once per source, since every
+    task's shotgun probe asks (ast.get_source_segment rescans the whole file per function)."""
     try:
         tree = parse_source(tools_src, "tools.py")  # through the lock: the 3.11 parser is not thread-safe
     except SyntaxError:
@@ -342,9 +345,10 @@ def build_probes(ctx: ProbeContext, task: Task) -> list[Probe]:
 
 def new_context(env: Any, *, volatile: list[str], tasks: list[Task], tests: list[ToolTest]) -> ProbeContext:
     """What probes are built from: the env's initial data, and the state-changing calls the other
-    tasks' gold solutions and the recorded tests show to work."""
+    tasks' gold solutions and the recorded tests show to work. Template instances lend none: an
+    instance's probes must not depend on which other instances an env keeps (synth tasks drops some)."""
     writes = writes_of(env)
-    extra = [c for t in tasks for c in t.gold if c.tool in writes]
+    extra = [c for t in tasks if t.template_id is None for c in t.gold if c.tool in writes]
     extra += [ToolCall(tool=t.tool, arguments=t.arguments) for t in tests
               if t.tool in writes and not t.setup and t.observed is not None and t.observed.ok]
     return ProbeContext(env=env, index=DataIndex.of(env.initial_db), values=ValuePool(env.initial_db),

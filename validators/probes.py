@@ -12,6 +12,7 @@ fails the gate, naming the task and the probe, with a hint of what must change.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from synth.config import Settings
 from synth.use.replay import run_actions
 from synth.use.reward import state_match_reward
 
-from .common import EnvFolder, Findings, run_with_env
+from .common import EnvFolder, Findings, map_tasks, run_with_env
 from .probe_kinds import ProbeContext, build_probes, clip, new_context
 
 NAME = "probes"
@@ -67,7 +68,7 @@ def probe_task(ctx: ProbeContext, task: Task, threshold: float = DEFAULT_THRESHO
     gold = run_actions(ctx.env, task, task.gold, answer=task.expected_answer, snapshot=True)
     if gold.errors or gold.final_db is None or gold.reward is None or not gold.reward.passed:
         return [], []  # probes measure a verifier against a gold solution it passes
-    ctx.gold_final = gold.final_db
+    ctx = dataclasses.replace(ctx, gold_final=gold.final_db)  # this task's own: tasks are probed side by side
     gold_reward = _score(gold.reward)
     records, problems = [], []
     for probe in build_probes(ctx, task):
@@ -95,11 +96,15 @@ def probe_task(ctx: ProbeContext, task: Task, threshold: float = DEFAULT_THRESHO
 
 def _check(folder: EnvFolder, env: Any, found: Findings, threshold: float, margin: float) -> None:
     ctx = new_context(env, volatile=folder.volatile, tasks=folder.tasks, tests=folder.tests)
-    probes: dict[str, list[dict[str, Any]]] = {}
-    exploits: dict[str, list[dict[str, Any]]] = {}
-    for task in folder.tasks:
+
+    def one(task: Task) -> tuple[list[dict[str, Any]], list[str], list[dict[str, Any]]]:
         paid: list[dict[str, Any]] = []
         records, problems = probe_task(ctx, task, threshold, margin, paid)
+        return records, problems, paid
+
+    probes: dict[str, list[dict[str, Any]]] = {}
+    exploits: dict[str, list[dict[str, Any]]] = {}
+    for task, (records, problems, paid) in zip(folder.tasks, map_tasks(one, folder.tasks)):
         if records:
             probes[task.task_id] = records
         if paid:

@@ -18,7 +18,7 @@ from synth.artifacts import GateResult, Reward, Task, VerifierCase
 from synth.use.replay import canonical, run_actions
 from synth.use.reward import state_match_reward
 
-from .common import EnvFolder, Findings, run_with_env
+from .common import EnvFolder, Findings, map_tasks, run_with_env
 from .probe_kinds import clip
 from .probes import DEFAULT_THRESHOLD
 
@@ -79,15 +79,13 @@ def _check(folder: EnvFolder, env: Any, found: Findings, threshold: float) -> No
     for problem in folder.problems.get("verifier_tests.jsonl", []):
         found.env(problem)
     tasks = {t.task_id: t for t in folder.tasks}
+    cases = [c for c in folder.cases if c.task_id in tasks]  # a task dropped after its case was recorded has none
     counts: dict[str, int] = {}
-    for case in folder.cases:
-        task = tasks.get(case.task_id)
-        if task is None:
-            continue  # a task dropped after its case was recorded
+    for case in cases:
         counts[case.source] = counts.get(case.source, 0) + 1
-        problem = case_problem(env, task, case, threshold)
+    for case, problem in zip(cases, map_tasks(lambda c: case_problem(env, tasks[c.task_id], c, threshold), cases)):
         if problem:
-            found.task(task.task_id, problem)
+            found.task(case.task_id, problem)
     found.details.update(cases=sum(counts.values()), by_source=counts)
 
 

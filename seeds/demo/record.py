@@ -1,8 +1,10 @@
 """Write the model answers of seeds/demo/answers/*.py into the demo's recordings (seeds/demo/*.json).
 
 What it writes is only what a model answers: the gold stage's verifier bodies, write tasks'
-reports, read tasks' facts and write tasks' free columns (into the recorded gold replies), and the
-replies of the paraphrase, solve and red_team stages. Which requests the pipeline makes (the batches and their subjects, the solver's turns) is
+reports, read tasks' facts and write tasks' free columns (into the recorded gold replies), the
+replies of the paraphrase, solve and red_team stages, and from seeds/demo/templates/*.py the task
+templates (stage "templates", with one broken first version and its repair) and the reward agents'
+answers about each template's sampled instance. Which requests the pipeline makes (the batches and their subjects, the solver's turns) is
 computed here with synth's own batching code and constants, so the recordings follow the program;
 nothing the program computes (rewards, verdicts, tool results) is written by hand.
 
@@ -21,6 +23,7 @@ from typing import Any
 from synth.config import Settings
 from synth.llm.budgets import pack, planned_tokens
 from synth.pipeline.stages import check_paraphrase, check_redteam, check_solver, gold
+from synth.pipeline.tasks import ask
 
 HERE = Path(__file__).resolve().parent
 NEW_STAGES = ("paraphrase", "solve", "red_team")
@@ -159,7 +162,7 @@ def record(path: Path) -> None:
     answers = load(path)
     recording = HERE / answers.RECORDING
     recorded = json.loads(recording.read_text())["rules"]
-    rules = [r for r in recorded if r["stage"] not in (*NEW_STAGES, "gold", "check_tests", "check_judge")]
+    rules = [r for r in recorded if r["stage"] not in (*NEW_STAGES, "gold", "check_tests", "check_judge", "templates")]
     for stage in ("check_tests", "check_judge"):
         assembled = by_tool(recorded, stage)
         if assembled is not None:
@@ -178,8 +181,46 @@ def record(path: Path) -> None:
         rules.append({"stage": "red_team", "subject": f"{answers.ENV}/{'+'.join(ids)}", "replies": [{"json": {
             "tasks": [{"task_id": i, "attempts": [{"idea": idea, "calls": calls(steps), "answer": answer}
                                                   for idea, steps, answer in answers.RED_TEAM[i]]} for i in ids]}}]})
+    template_file = HERE / "templates" / path.name
+    if template_file.exists():
+        rules += template_rules(answers.ENV, load(template_file))
     recording.write_text(json.dumps({"rules": rules}, indent=2, ensure_ascii=False) + "\n")
     print(f"{recording.name}: {len(rules)} rules")
+
+
+def template_rules(env: str, module: Any) -> list[dict[str, Any]]:
+    """The `templates` stage's answers, in the calls the stage makes at the default settings (a kind's
+    templates split over its calls in order, the last taking the rest), the repairs of the templates
+    whose first version was broken, and the reward agents' answers about the sampled instances, as
+    rules assembled by instance (so they follow however the agents batch them)."""
+    settings = Settings()
+    broken = getattr(module, "BROKEN", {})
+    rules = []
+    plan = ask.plan_calls(env, settings.templates, settings.max_tokens)
+    for kind, items in module.TEMPLATES.items():
+        asked = [(size, subject) for k, size, subject in plan if k == kind]
+        start = 0
+        for n, (size, subject) in enumerate(asked):
+            end = len(items) if n == len(asked) - 1 else start + size
+            answer = [{**t, **broken.get(t["name"], {})} for t in items[start:end]]
+            rules.append({"stage": "templates", "subject": subject, "replies": [{"json": {"templates": answer}}]})
+            start = end
+    for name in broken:
+        fixed = next(t for items in module.TEMPLATES.values() for t in items if t["name"] == name)
+        rules.append({"stage": "templates", "subject": f"{env}/{name}",
+                      "replies": [{"json": {**fixed, "diagnosis": module.DIAGNOSIS[name]}}]})
+    rules.append({"stage": "paraphrase", "subject": f"{env}/*", "replies": [], "field": "tasks",
+                  "parts": {t: {"task_id": t, "paraphrases": p} for t, p in module.PARAPHRASES.items()}})
+    # The solver's conversation keeps one subject for all its turns, so its turns are recorded per batch,
+    # in the order the step hands the samples to the agents (the templates' order: read, then write).
+    order = [t["name"] for kind in ("read", "write") for t in module.TEMPLATES.get(kind, [])]
+    sampled = sorted(module.SOLVER, key=lambda tid: order.index(tid.rsplit("_", 1)[0]))
+    for ids in batches(check_solver, sampled):
+        rules.append({"stage": "solve", "subject": f"{env}/{'+'.join(ids)}", "replies": solver_turns(module, ids)})
+    rules.append({"stage": "red_team", "subject": f"{env}/*", "replies": [], "field": "tasks", "parts": {
+        t: {"task_id": t, "attempts": [{"idea": idea, "calls": calls(steps), "answer": answer}
+                                       for idea, steps, answer in tries]} for t, tries in module.RED_TEAM.items()}})
+    return rules
 
 
 def main() -> None:

@@ -23,4 +23,5 @@ from synth.artifacts.verification import (CaseVerdict, Expectation, GateResult, 
     GoldTaskAnswer, JudgeVerdict, Observation, PASSING_VERDICTS, ParaphraseAnswer, ParaphraseSet, RedTeamAnswer,
     RedTeamAttempt, RedTeamSet, RepairRecord, RewardJudgement, RewardVerdict, SolverStep, SolverTurn, ToolJudgement,
     ToolRepair, ToolTest, ToolTestBatch, ToolTestDraft, ToolTestSet, Verdict, VerifierCase)  # noqa: F401
+from synth.artifacts.templates import TaskTemplate, TemplateBatch, TemplateDraft, TemplateRepair  # noqa: F401
 from synth.artifacts.use import EnvBug, RolloutCall, StopReason, Trajectory, TrajectoryStep, WindowSample  # noqa: F401

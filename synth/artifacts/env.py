@@ -56,6 +56,9 @@ class Task(BaseModel):
     # fall back to rules computed from the expected answer and the gold solution (README, folder contract).
     facts: list[Fact] | None = None  # read tasks: the facts a correct answer must state
     free_columns: list[str] | None = None  # write tasks: "table.column" the task leaves free (any written value)
+    # An instance of a task template (task_templates.jsonl): its template and the query row it was made from.
+    template_id: str | None = None
+    bindings: dict[str, Any] | None = None
 
 
 class Invariant(BaseModel):

@@ -17,6 +17,7 @@ from synth.cli import use  # noqa: F401  (serve, rollout, export)
 from synth.cli import run  # noqa: F401  (run, show, stats)
 from synth.cli import runs  # noqa: F401  (runs, rebuild-db)
 from synth.cli import view  # noqa: F401  (view)
+from synth.cli import tasks  # noqa: F401  (tasks, calibrate)
 from synth.cli.app import app, main
 
 __all__ = ["app", "main"]

@@ -185,7 +185,7 @@ def show(
 # Stages in pipeline order, for tables that list them; stages not named here follow in the order met.
 STAGE_ORDER = ("scenarios", "expand", "classify", "dedup", "dedup_judge", "env", "build", "tasks", "schema", "data", "data_fix",
                "tool_spec", "tool_code", "verify", "gold", "check_tests", "check_judge", "check_repair", "paraphrase",
-               "solve", "red_team", "reward_judge")
+               "solve", "red_team", "reward_judge", "templates")
 
 
 def in_pipeline_order(stages: list[str]) -> list[str]:

@@ -212,8 +212,11 @@ def export_cmd(
                                                       help="verl: data.max_response_length (default 8192)"),
     reward: RewardKind = typer.Option(RewardKind.rubric, "--reward",
                                       help="verl, verifiers, sft --from gold: " + REWARD_HELP),
+    pass_rate: Optional[str] = typer.Option(None, "--pass-rate", help="only tasks whose calibrated pass rate "
+                                            "(synth calibrate) lies in LO:HI, e.g. 0.1:0.9"),
 ) -> None:
     """Export for a trainer: SFT rows, verl parquet + agent loop, a verifiers package, or AWM files."""
+    from synth.cli.tasks import pass_band
     from synth.use.export import export
 
     if format is ExportFormat.sft and out.is_dir():
@@ -223,6 +226,6 @@ def export_cmd(
     report = export(format.value, dir, out, include_failed=include_failed, arguments=arguments.value,
                     server_url=server_url, name=name, max_turns=max_turns, source=source.value,
                     include_rejected=include_rejected, tokenizer=tokenizer, max_prompt_length=max_prompt_length,
-                    max_response_length=max_response_length, reward=reward.value)
+                    max_response_length=max_response_length, reward=reward.value, pass_rate=pass_band(pass_rate))
     for line in report.splitlines():
         typer.echo(line, err=line.startswith("warning:"))

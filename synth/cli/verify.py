@@ -85,7 +85,24 @@ def _check_one(env_dir: Path, settings: Settings, pool: object) -> dict:
             "changed": before != result.status, "moved_from": str(env_dir) if where != env_dir else None,
             "error": None,
             "gates": [g.model_dump(mode="json") for g in result.gates], "failures": failed_gate_lines(result.gates),
-            "probes": probes_report(result.gates) or {}}
+            "probes": probes_report(result.gates) or {}, "templates": _instance_templates(env_dir)}
+
+
+def _instance_templates(env_dir: Path) -> dict[str, str]:
+    """task_id -> template_id of the env's template instances (read as data; unreadable lines are skipped)."""
+    out = {}
+    try:
+        lines = (env_dir / "tasks.jsonl").read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return out
+    for line in lines:
+        try:
+            task = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(task, dict) and task.get("template_id") and task.get("task_id"):
+            out[str(task["task_id"])] = str(task["template_id"])
+    return out
 
 
 @app.command()
@@ -131,8 +148,18 @@ def _print_check(r: dict, quiet: bool) -> None:
         typer.echo(f"     {line}")
     from synth.folder.summary import probe_line
 
+    templates = r.get("templates") or {}
+    grouped: dict[str, list] = {}
     for task_id, records in (r.get("probes") or {}).items():
-        typer.echo(f"     probes {task_id}: {probe_line(records)}")
+        if task_id in templates:  # a template's instances share a line: hundreds of them would bury the rest
+            grouped.setdefault(templates[task_id], []).append(records)
+        else:
+            typer.echo(f"     probes {task_id}: {probe_line(records)}")
+    for template_id, per_task in grouped.items():
+        highest = max((float(p.get("reward") or 0) for records in per_task for p in records), default=0.0)
+        paid = sum(any(p.get("passed") for p in records) for records in per_task)
+        typer.echo(f"     probes of template {template_id} ({len(per_task)} instances): max {highest:.2f}"
+                   + (f", paid on {paid} instance(s)!" if paid else ""))
     if r["changed"] and r["status"] != "error":
         typer.echo(f"     status changed: {r['previous_status']} -> {r['status']} (env.json and report.json updated)")
     if r.get("moved_from"):

@@ -33,7 +33,7 @@ SIZE_LIMITS = {
     "env.json": 4 * _MB, "tools.json": 4 * _MB, "tasks.jsonl": 32 * _MB, "tests.jsonl": 64 * _MB,
     "report.json": 64 * _MB, "rules.json": 4 * _MB, "review.json": _MB, "tools.py": 4 * _MB,
     "verifiers.py": 4 * _MB, "db/schema.sql": 16 * _MB, "db/data.sql": 256 * _MB,
-    "db/initial.sqlite": 512 * _MB,
+    "db/initial.sqlite": 512 * _MB, "task_templates.jsonl": 32 * _MB, "calibration.json": 64 * _MB,
 }
 _DEFAULT_LIMIT = 16 * _MB
 

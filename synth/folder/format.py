@@ -27,7 +27,7 @@ import jinja2
 from pydantic import BaseModel, Field
 
 from synth import __version__
-from synth.artifacts import ActingUser, EnvManifest, EnvStatus, Rules, Scenario, Task, ToolSpec
+from synth.artifacts import ActingUser, EnvManifest, EnvStatus, Rules, Scenario, Task, TaskTemplate, ToolSpec, ToolTest
 from synth.errors import InputError, SynthError
 from synth.folder.database import DatabaseError, build_database, db_sha256, open_bytes, table_columns, table_counts
 from synth.folder.files import env_file_exists, missing_hint, parse_json, read_env_text, read_optional_text
@@ -57,6 +57,7 @@ FILES = ("env.json", "scenario.md", "tools.py", "tools.json", "tasks.jsonl", "ve
          "report.json", "README.md", "db/schema.sql", "db/data.sql")
 RULES_FILE = "rules.json"  # optional: folders made before it have none
 VERIFIER_TESTS_FILE = "verifier_tests.jsonl"  # optional: the check loop's verifier regression cases
+TEMPLATES_FILE = "task_templates.jsonl"  # optional: the task templates whose instances tasks.jsonl holds
 DEFAULT_TODAY = "2025-06-02"  # the current date of envs that do not say otherwise
 
 
@@ -87,6 +88,17 @@ class EnvDraft(BaseModel):
     acting_user: ActingUser | None = None  # the staff or customer record the agent acts for
     rules: Rules | None = None  # rules.json; None for folders made before it
     verifier_tests: list[dict[str, Any]] = Field(default_factory=list)  # verifier_tests.jsonl (VerifierCase)
+    templates: list[TaskTemplate] = Field(default_factory=list)  # task_templates.jsonl; each a function in verifiers.py
+
+    def tool_tests(self) -> list[ToolTest]:
+        """tests.jsonl as ToolTests; a malformed line from an older run is left out."""
+        out = []
+        for raw in self.tests:
+            try:
+                out.append(ToolTest.model_validate(raw))
+            except ValueError:
+                continue
+        return out
 
 
 # --------------------------------------------------------------------------- rendering
@@ -164,9 +176,15 @@ def verifier_name(task: Task) -> str:
     return task.verifier or f"verify_{task.task_id}"
 
 
-def render_verifiers_py(env_id: str, title: str, tasks: list[Task], bodies: dict[str, str]) -> str:
-    """verifiers.py: one function per task that has a body in `bodies` (keyed by task id)."""
+def render_verifiers_py(env_id: str, title: str, tasks: list[Task], bodies: dict[str, str],
+                        templates: list[TaskTemplate] = ()) -> str:
+    """verifiers.py: one function per task template (`params`: an instance's bindings), then one per task
+    that has a body in `bodies` (keyed by task id; an instance's calls its template's)."""
     problems = []
+    functions = [t.function for t in templates]
+    problems += [f"template {n!r} is listed twice" for n in sorted({n for n in functions if functions.count(n) > 1})]
+    for template in templates:
+        problems += _check_name("template", template.function)
     ids = [t.task_id for t in tasks]
     problems += [f"task id {i!r} is listed twice" for i in sorted({i for i in ids if ids.count(i) > 1})]
     problems += [f"verifier body for unknown task {i!r}" for i in sorted(set(bodies) - set(ids))]
@@ -182,8 +200,12 @@ def render_verifiers_py(env_id: str, title: str, tasks: list[Task], bodies: dict
         for t in tasks
         if t.task_id in bodies
     ]
+    shared = [{"name": t.function, "body": _indent(t.verifier_body),
+               "docstring": _docstring(f"template {t.template_id} ({t.kind}, {t.difficulty}): {t.instruction}")}
+              for t in templates]
     text = _jinja().get_template("verifiers.py.j2").render(
-        env_id=env_id, title=title, imports=VERIFIER_IMPORTS, verifiers=rendered, helpers=answer_helpers_source()
+        env_id=env_id, title=title, imports=VERIFIER_IMPORTS, verifiers=rendered, templates=shared,
+        helpers=answer_helpers_source()
     )
     return text.rstrip("\n") + "\n"
 
@@ -261,13 +283,15 @@ def render_files(draft: EnvDraft, db_bytes: bytes | None = None) -> dict[str, st
         "tools.json": _json([t.model_dump(mode="json") for t in draft.tools]),
         "tools.py": render_tools_py(draft.env_id, draft.title, draft.tools, draft.tool_bodies),
         "tasks.jsonl": "".join(t.model_dump_json() + "\n" for t in tasks),
-        "verifiers.py": render_verifiers_py(draft.env_id, draft.title, tasks, draft.verifier_bodies),
+        "verifiers.py": render_verifiers_py(draft.env_id, draft.title, tasks, draft.verifier_bodies, draft.templates),
         "tests.jsonl": "".join(json.dumps(t, sort_keys=True) + "\n" for t in draft.tests),
         "report.json": _json(draft.report),
         "README.md": _render_readme(draft, db_bytes),
     }
     if draft.rules is not None:
         out[RULES_FILE] = _json(draft.rules.model_dump(mode="json"))
+    if draft.templates:
+        out[TEMPLATES_FILE] = "".join(t.model_dump_json() + "\n" for t in draft.templates)
     if draft.verifier_tests:
         out[VERIFIER_TESTS_FILE] = "".join(json.dumps(c, sort_keys=True) + "\n" for c in draft.verifier_tests)
     if db_bytes is not None:
@@ -381,6 +405,7 @@ def read_env_draft(path: Path | str) -> EnvDraft:
         failure_reason=manifest.failure_reason, volatile_columns=env.get("volatile_columns", []),
         today=manifest.today or DEFAULT_TODAY, acting_user=manifest.acting_user, rules=read_rules(root),
         verifier_tests=jsonl(VERIFIER_TESTS_FILE) if env_file_exists(root, VERIFIER_TESTS_FILE) else [],
+        templates=read_templates(root),
     )
 
 
@@ -395,3 +420,17 @@ def read_rules(root: Path | str) -> Rules | None:
     except ValueError as exc:
         raise InputError(f"{path}: not a valid rules file ({str(exc).splitlines()[0]}); fix it or rebuild the env") \
             from exc
+
+
+def read_templates(root: Path | str) -> list[TaskTemplate]:
+    """task_templates.jsonl of an env folder ([] when it has none); a malformed line is an InputError."""
+    path = Path(root) / TEMPLATES_FILE
+    out = []
+    for number, line in enumerate((read_optional_text(root, TEMPLATES_FILE) or "").splitlines(), 1):
+        if line.strip():
+            try:
+                out.append(TaskTemplate.model_validate_json(line))
+            except ValueError as exc:
+                raise InputError(f"{path} line {number}: not a task template ({str(exc).splitlines()[0]}); fix the "
+                                 "line or remove the file") from exc
+    return out

@@ -37,6 +37,7 @@ STAGE_BUDGETS: dict[str, int] = {
     "solve": 4096,
     "red_team": 4096,
     "reward_judge": 2048,
+    "templates": 8192,
 }
 # Share of a budget a split stage plans to fill: estimates are rough, and a cut answer costs a retry.
 FILL = 0.7

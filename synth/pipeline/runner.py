@@ -158,6 +158,8 @@ async def build_and_verify(scenario: Scenario, gateway: Gateway, settings: Setti
     started = False
     if _status(final) == "verified":  # verified before a kill could record it
         outcome = EnvOutcome(env_id, "verified", "verify", str(final), resumed=True)
+        if executor is None:  # the kill may have come during its tasks step
+            await _with_templates(final, gateway, settings, store, pool, show)
     else:
         if gateway.usage.budget_reached:
             return EnvOutcome(env_id, "stopped", "build", None, "budget reached before this env started")
@@ -183,7 +185,7 @@ async def build_then_verify(scenario: Scenario, gateway: Gateway, settings: Sett
     env_id = scenario.env_id
     path = built_path(out, env_id)  # in progress; envs/ gets it once verified (synth/pipeline/layout.py)
     if _status(path) == "verified":  # verified before a kill could move it
-        return EnvOutcome(env_id, "verified", "verify", str(place_env(path, "verified")))
+        return await _with_templates(place_env(path, "verified"), gateway, settings, store, pool, show)
     if _status(path) != "built":  # a built folder is an earlier attempt that stopped before verify
         show.started("build")
         built = await build_env(scenario, gateway, settings, out, store=store, pool=pool)
@@ -208,7 +210,17 @@ async def build_then_verify(scenario: Scenario, gateway: Gateway, settings: Sett
     if not verified.verified:
         reason = "; ".join(verified.reasons) or f"verification ended with status {verified.status}"
         return EnvOutcome(env_id, "failed", "verify", str(place_env(path, "failed")), reason)
-    return EnvOutcome(env_id, "verified", "verify", str(place_env(path, "verified")))
+    return await _with_templates(place_env(path, "verified"), gateway, settings, store, pool, show)
+
+
+async def _with_templates(path: Path, gateway: Gateway, settings: Settings, store: RunStore | None, pool: Any,
+                          show: Progress) -> EnvOutcome:
+    """A verified env, after `synth run`'s tasks step (which never fails it and resumes from the run store)."""
+    if settings.templates > 0:
+        from synth.pipeline.tasks.in_run import run_step
+
+        await run_step(path, gateway, settings, store=store, pool=pool, progress=show)
+    return EnvOutcome(path.name, "verified", "verify", str(path))
 
 
 # ---------------------------------------------------------------------------- the run
@@ -279,6 +291,8 @@ class Pipeline:
         def queued(count: int) -> None:
             progress.stage("build", count)
             progress.stage("verify", count)
+            if self.settings.templates > 0:
+                progress.stage("templates", count)
 
         async def work(scenario: Scenario) -> EnvOutcome:
             return await build_and_verify(scenario, self.gateway, self.settings, self.out, store=self.store,

@@ -116,8 +116,9 @@ class _Writer:
         self._file.close()
 
 
-async def _one(gateway: Any, env: Any, task: Any, max_turns: int, reward_kind: str = "rubric") -> Trajectory:
-    subject = f"{env.id}/{task.task_id}"
+async def play_task(gateway: Any, env: Any, task: Any, max_turns: int, reward_kind: str = "rubric", *,
+               stage: str = STAGE, subject: str | None = None) -> Trajectory:
+    subject = subject or f"{env.id}/{task.task_id}"
     messages = agent_messages(AgentContext.of_env(env.path), task.instruction)
     started = time.monotonic()
     episode = await anyio.to_thread.run_sync(env.episode, task.task_id)
@@ -126,7 +127,7 @@ async def _one(gateway: Any, env: Any, task: Any, max_turns: int, reward_kind: s
     try:
         try:
             run = await run_agent(gateway, episode, messages, tools=episode.tools, max_turns=max_turns,
-                                  stage=STAGE, subject=subject)
+                                  stage=stage, subject=subject)
         except BudgetExceeded:
             raise  # not recorded: the episode is retried when the command is rerun with more budget
         except SynthError as exc:  # ModelError: record what was done
@@ -202,7 +203,7 @@ async def rollout_async(root: Path | str, gateway: Any, out: Path | str, *, task
             if stop.is_set():
                 return
             try:
-                traj = await _one(gateway, env, task, max_turns, reward)
+                traj = await play_task(gateway, env, task, max_turns, reward)
             except BudgetExceeded as exc:
                 stop.set()
                 summary.stopped = str(exc)

@@ -33,6 +33,8 @@ class EnvDetail:
     tasks: list[dict[str, Any]] = field(default_factory=list)
     tables: list[TableInfo] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    templates: list[dict[str, Any]] = field(default_factory=list)  # task_templates.jsonl
+    calibration: dict[str, Any] = field(default_factory=dict)  # calibration.json
 
     @property
     def id(self) -> str:
@@ -56,9 +58,41 @@ class EnvDetail:
             rounds.append({**r, "repairs": repairs})
         return rounds
 
+    def pass_rate(self, task_id: str) -> float | None:
+        record = (self.calibration.get("tasks") or {}).get(task_id)
+        return record.get("pass_rate") if isinstance(record, dict) else None
+
+    def pass_rates(self) -> dict[str, Any]:
+        """The calibrated pass rates' distribution over the env's tasks and per template (by task kind of source:
+        each template, and the tasks written one by one)."""
+        groups: dict[str, list[float]] = {}
+        unknown = 0
+        for task in self.tasks:
+            rate = self.pass_rate(str(task.get("task_id")))
+            if rate is None:
+                unknown += 1
+                continue
+            groups.setdefault("all tasks", []).append(rate)
+            groups.setdefault(task.get("template_id") or "(written one by one)", []).append(rate)
+        rows = [{"group": name, "tasks": len(rates), "mean": sum(rates) / len(rates),
+                 "bins": rate_bins(rates), "signal": sum(0 < r < 1 for r in rates)} for name, rates in groups.items()]
+        return {"rows": rows, "uncalibrated": unknown}
+
     def probes(self, task_id: str) -> list[dict[str, Any]]:
         found = (self.report.get("probes") or {}).get(task_id) or []
         return [p for p in found if isinstance(p, dict)]
+
+
+RATE_BINS = ("0", "(0, 0.25)", "[0.25, 0.5)", "[0.5, 0.75)", "[0.75, 1)", "1")
+
+
+def rate_bins(rates: list[float]) -> list[tuple[str, int]]:
+    """How many pass rates fall in each bin: never solved, sometimes (four quarters), always."""
+    counts = dict.fromkeys(RATE_BINS, 0)
+    for r in rates:
+        key = "0" if r <= 0 else "1" if r >= 1 else RATE_BINS[1 + min(3, int(r * 4))]
+        counts[key] += 1
+    return list(counts.items())
 
 
 def _read(root: Path, rel: str, problems: list[str], parse: Any, default: Any) -> Any:
@@ -137,8 +171,14 @@ def load_detail(path: Path) -> EnvDetail:
     for task in _read(path, "tasks.jsonl", p, _jsonl, []):
         tid = task.get("task_id")
         verifier = task.get("verifier") or f"verify_{tid}"
-        d.tasks.append({**task, "verifier_source": verifier_src.get(verifier, ""),
+        source = verifier_src.get(verifier, "")
+        if task.get("template_id"):  # an instance calls its template's function: show both
+            source += "\n\n\n" + verifier_src.get(f"template_{task['template_id']}", "")
+        d.tasks.append({**task, "verifier_source": source,
                         "gold_report": gold.get(tid) if isinstance(gold, dict) else None})
+    d.templates = _read(path, "task_templates.jsonl", p, _jsonl, [])
+    calibration = _read(path, "calibration.json", p, json.loads, {})
+    d.calibration = calibration if isinstance(calibration, dict) and isinstance(calibration.get("tasks"), dict) else {}
     try:
         d.tables = schema(path)
     except EnvFileMissing:

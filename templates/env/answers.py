@@ -530,17 +530,36 @@ def _keyed(db: sqlite3.Connection, table: str) -> dict:
     return out
 
 
+def _same_rows(a: sqlite3.Connection, b: sqlite3.Connection, table: str) -> bool:
+    quoted = '"' + table.replace('"', '""') + '"'
+    select = f"SELECT * FROM {quoted}"
+    return [tuple(r) for r in a.execute(select)] == [tuple(r) for r in b.execute(select)]
+
+
+def _same_db(a: sqlite3.Connection, b: sqlite3.Connection) -> bool:
+    """The two databases are byte for byte the same (an attempt that changed nothing leaves the episode's
+    copy identical to the initial one): no row needs reading."""
+    try:
+        return a.serialize() == b.serialize()
+    except (sqlite3.Error, AttributeError, MemoryError):
+        return False
+
+
 def db_diff(initial_db: sqlite3.Connection, final_db: sqlite3.Connection, only_tables: Any = None) -> dict:
     """What changed, per table (tables with no change are left out): {table: {"added": [row],
     "removed": [row], "changed": [{"key", "before", "after", "columns"}], "added_keys": [...],
     "removed_keys": [...]}}; rows are dicts, keys are primary-key values (rowid without one)."""
+    if _same_db(initial_db, final_db):
+        return {}
     out = {}
-    names = sorted(set(db_tables(initial_db)) | set(db_tables(final_db)))
-    for table in names:
+    before, after = set(db_tables(initial_db)), set(db_tables(final_db))
+    for table in sorted(before | after):
         if only_tables is not None and table not in only_tables:
             continue
-        a = _keyed(initial_db, table) if table in db_tables(initial_db) else {}
-        b = _keyed(final_db, table) if table in db_tables(final_db) else {}
+        if table in before and table in after and _same_rows(initial_db, final_db, table):
+            continue  # most tables are untouched: one plain read each, no keyed rows
+        a = _keyed(initial_db, table) if table in before else {}
+        b = _keyed(final_db, table) if table in after else {}
         added = [k for k in b if k not in a]
         removed = [k for k in a if k not in b]
         changed = [{"key": k, "before": a[k], "after": b[k], "columns": [c for c in b[k] if a[k].get(c) != b[k][c]]}

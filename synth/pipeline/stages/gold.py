@@ -41,7 +41,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from synth.artifacts import GoldAnswer, Task, ToolCall, ToolTest, VerifierCase
+from synth.artifacts import GoldAnswer, Task, ToolCall, VerifierCase
 from synth.config import Settings
 from synth.errors import SynthError
 from synth.folder.database import build_database
@@ -178,13 +178,7 @@ def attack_problems(env: Any, draft: EnvDraft, task: Task, settings: Settings) -
     from synth_validators.probes import probe_task
     from synth_validators.reward_cases import case_problem
 
-    tests = []
-    for raw in draft.tests:
-        try:
-            tests.append(ToolTest.model_validate(raw))
-        except ValueError:
-            continue
-    ctx = new_context(env, volatile=draft.volatile_columns, tasks=draft.tasks, tests=tests)
+    ctx = new_context(env, volatile=draft.volatile_columns, tasks=draft.tasks, tests=draft.tool_tests())
     _, problems = probe_task(ctx, task, settings.probe_threshold, settings.probe_margin)
     for raw in draft.verifier_tests:
         case = VerifierCase.model_validate(raw)

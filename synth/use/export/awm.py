@@ -38,6 +38,7 @@ from synth.folder.database import split_statements
 from synth.folder.files import safe_env_id
 from synth.folder.format import VERIFIER_IMPORTS, answer_helpers_source, read_env_draft
 from synth.pipeline.prompts import render_template
+from synth.pipeline.tasks.instances import standalone_body
 from synth.use.agent import system_prompt
 from synth.use.export.awm_spec import api_spec, argument_examples, request_fields
 from synth.use.export.source import ExportEnv, load_envs, skipped_note
@@ -134,8 +135,9 @@ def sql_verifier(env: ExportEnv, task: Any, body: str) -> str:
                            volatile_json=json.dumps(env.manifest.volatile_columns))
 
 
-def export_awm(root: Path | str, out: Path | str, *, include_rejected: bool = False) -> str:
-    envs, skipped = load_envs(root, include_rejected=include_rejected)
+def export_awm(root: Path | str, out: Path | str, *, include_rejected: bool = False,
+               pass_rate: tuple[float, float] | None = None) -> str:
+    envs, skipped = load_envs(root, include_rejected=include_rejected, pass_rate=pass_rate)
     out = Path(out)
     (out / "databases").mkdir(parents=True, exist_ok=True)
     lines: dict[str, list[dict[str, Any]]] = {name: [] for name in FILES}
@@ -155,9 +157,13 @@ def export_awm(root: Path | str, out: Path | str, *, include_rejected: bool = Fa
         lines["gen_spec.jsonl"].append({"scenario": env.id, "api_spec": api_spec(env, draft.tests)})
         lines["gen_envs.jsonl"].append({"scenario": env.id, "db_path": f"./{out.name}/databases/{env.id}.db",
                                         "full_code": full_code(env, draft.tests)})
+        templates = {t.template_id: t for t in draft.templates}
         for idx, task in enumerate(tasks):
             body = draft.verifier_bodies[task.task_id]
-            common = {"scenario": env.id, "task_idx": idx, "task": task.instruction, "task_id": task.task_id}
+            if task.template_id in templates:  # an instance's one-line call becomes its template's body
+                body = standalone_body(templates[task.template_id], task.bindings or {})
+            common = {"scenario": env.id, "task_idx": idx, "task": task.instruction, "task_id": task.task_id,
+                      "calibration": env.calibrated(task.task_id)}
             lines[SQL_VERIFIERS].append({**common, "verification": {
                 "code": sql_verifier(env, task, body), "function_name": "verify_task"}})
             lines[CODE_VERIFIERS].append({**common, "verification": {

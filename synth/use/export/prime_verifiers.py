@@ -29,11 +29,11 @@ _FILES = {"__init__.py": "__init__.py.j2", "common.py": "common.py.j2", "taskset
 
 def export_verifiers(root: Path | str, out: Path | str, *, name: str = "synth-envs",
                      server_url: str = "http://127.0.0.1:8000", include_rejected: bool = False,
-                     reward: str = "rubric") -> str:
+                     reward: str = "rubric", pass_rate: tuple[float, float] | None = None) -> str:
     if not NAME_RE.match(name):
         raise InputError(f"--name {name!r} must be lower-case letters, digits and single - or _ (e.g. synth-envs)")
     module = name.replace("-", "_")
-    envs, skipped = load_envs(root, include_rejected=include_rejected)
+    envs, skipped = load_envs(root, include_rejected=include_rejected, pass_rate=pass_rate)
     rows = []
     for env in envs:
         context = env.context
@@ -41,7 +41,8 @@ def export_verifiers(root: Path | str, out: Path | str, *, name: str = "synth-en
             system, user = agent_messages(context, task.instruction)
             rows.append({"env_id": env.id, "task_id": task.task_id, "split": task.split,
                          "instruction": user["content"], "system_prompt": system["content"],
-                         "probes": env.probe_rewards(task.task_id)})
+                         "probes": env.probe_rewards(task.task_id), "template_id": task.template_id,
+                         "calibration": env.calibrated(task.task_id)})
     if not rows:
         raise InputError(f"the envs under {root} have no tasks to export")
     out = Path(out)

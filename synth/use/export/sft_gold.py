@@ -50,12 +50,12 @@ def gold_trajectory(env: Any, task: Any, context: AgentContext,
 
 def export_sft_gold(root: Path | str, out: Path | str, *, arguments: ArgumentsStyle = "dict",
                     include_rejected: bool = False, trusted: bool = False, reward: str = "rubric",
-                    tokenizer: str | None = None) -> str:
+                    tokenizer: str | None = None, pass_rate: tuple[float, float] | None = None) -> str:
     from synth.runtime import Env
 
     if arguments not in ("dict", "json"):
         raise InputError("--arguments must be 'dict' or 'json'")
-    exportable, skipped_envs = load_envs(root, include_rejected=include_rejected)
+    exportable, skipped_envs = load_envs(root, include_rejected=include_rejected, pass_rate=pass_rate)
     rows, skipped = [], {"no expected answer": 0, "gold failed": 0}
     for source in exportable:
         try:
@@ -65,13 +65,15 @@ def export_sft_gold(root: Path | str, out: Path | str, *, arguments: ArgumentsSt
             continue
         with env:
             context = source.context
-            for task in sorted(env.tasks.values(), key=lambda t: t.task_id):
+            wanted = {t.task_id for t in source.tasks}  # those in the --pass-rate band, when given
+            for task in sorted((t for t in env.tasks.values() if t.task_id in wanted), key=lambda t: t.task_id):
                 traj, why = gold_trajectory(env, task, context, reward)
                 if traj is None:
                     skipped[why or "gold failed"] += 1
                     continue
                 rows.append({"messages": sft_messages(traj, arguments), "tools": traj.tools, "env_id": traj.env_id,
-                             "task_id": traj.task_id, "reward": traj.reward})
+                             "task_id": traj.task_id, "reward": traj.reward,
+                             "calibration": source.calibrated(traj.task_id)})
     if not rows:
         raise InputError(f"no task under {root} has a gold solution that passes with its expected answer "
                          f"({describe(skipped)})" + "".join(f"; skipped {why}" for why in skipped_envs[:3]))

@@ -24,6 +24,7 @@ class ExportEnv:
     manifest: EnvManifest
     tools: list[ToolSpec]
     tasks: list[Task]
+    calibration: dict[str, Any] | None = None  # calibration.json (synth calibrate), when the env has one
 
     @property
     def id(self) -> str:
@@ -48,6 +49,15 @@ class ExportEnv:
         records = (report.get("probes") or {}).get(task_id) if isinstance(report, dict) else None
         return [{"probe": str(r.get("probe")), "reward": float(r.get("reward") or 0.0)}
                 for r in records or [] if isinstance(r, dict)]
+
+    def calibrated(self, task_id: str) -> dict[str, Any] | None:
+        """A task's calibration for an export row: its record of calibration.json with the model's name."""
+        record = (self.calibration or {}).get("tasks", {}).get(task_id)
+        if not isinstance(record, dict):
+            return None
+        keys = ("pass_rate", "mean_reward", "mean_rubric", "mean_state", "k", "scored")
+        return {"model": str(self.calibration.get("model")), "reward": str(self.calibration.get("reward")),
+                **{k: record.get(k) for k in keys}}
 
     @property
     def context(self) -> AgentContext:
@@ -77,13 +87,28 @@ def load_env(path: Path) -> ExportEnv:
     broken = static_problems(path, [t.name for t in tools], [t.verifier for t in tasks])
     if broken:  # a trainer would only find out when the env fails to load mid-run
         raise InputError(f"{path}: its code cannot load ({'; '.join(broken)}); rebuild the env")
-    return ExportEnv(path=path, manifest=manifest, tools=tools, tasks=tasks)
+    from synth.use.calibrate import read_calibration
+
+    return ExportEnv(path=path, manifest=manifest, tools=tools, tasks=tasks, calibration=read_calibration(path))
 
 
-def load_envs(root: Path | str, *, include_failed: bool = False,
-              include_rejected: bool = False) -> tuple[list[ExportEnv], list[str]]:
+def in_band(env: ExportEnv, band: tuple[float, float]) -> tuple[list[Task], int]:
+    """The env's tasks whose calibrated pass rate lies in [LO, HI], and how many have no pass rate."""
+    kept, unknown = [], 0
+    for task in env.tasks:
+        rate = (env.calibrated(task.task_id) or {}).get("pass_rate")
+        if rate is None:
+            unknown += 1
+        elif band[0] - 1e-9 <= rate <= band[1] + 1e-9:
+            kept.append(task)
+    return kept, unknown
+
+
+def load_envs(root: Path | str, *, include_failed: bool = False, include_rejected: bool = False,
+              pass_rate: tuple[float, float] | None = None) -> tuple[list[ExportEnv], list[str]]:
     """Exportable envs under `root` and the reasons others were left out (failed status, or
-    rejected by a reviewer in review.json, unless asked to include them)."""
+    rejected by a reviewer in review.json, unless asked to include them). With `pass_rate` (LO, HI),
+    only tasks whose calibration.json pass rate lies in the band are kept (an env without one is left out)."""
     envs, skipped = [], []
     for path in find_env_dirs(root):
         rejected = None if include_rejected else rejection(path)
@@ -101,6 +126,17 @@ def load_envs(root: Path | str, *, include_failed: bool = False,
         if env.manifest.status == "built":  # no gold, verifiers or gates yet: nothing to train on
             skipped.append(f"{path}: status is built, not verified yet (`synth verify {path}` first)")
             continue
+        if pass_rate is not None:
+            if env.calibration is None:
+                skipped.append(f"{path}: no calibration.json, so no pass rate to filter on (run synth calibrate)")
+                continue
+            total = len(env.tasks)
+            env.tasks, unknown = in_band(env, pass_rate)
+            if unknown:
+                skipped.append(f"{path}: {unknown} of {total} task(s) have no calibrated pass rate")
+            if not env.tasks:
+                skipped.append(f"{path}: no task has a pass rate in {pass_rate[0]:g}:{pass_rate[1]:g}")
+                continue
         envs.append(env)
     if not envs:
         raise InputError(f"nothing to export under {root}: {'; '.join(skipped[:3]) or 'no envs'}")

@@ -6,7 +6,8 @@ Rows follow verl's RLHFDataset contract (see verl's data preparation docs):
   ability       "tool_use"
   agent_name    "synth_agent" (selects the agent loop below)
   reward_model  {"style": "rule", "ground_truth": JSON of env_id, task_id and the expected answer}
-  extra_info    {"split", "index", "env_id", "task_id"}
+  extra_info    {"split", "index", "env_id", "task_id", "probes", "template_id", "calibration"}
+                (calibration: the task's record of calibration.json with the model's name, or null)
 The agent loop (synth_agent_loop.py, registered through agent_loop.yaml) opens
 one episode per trajectory on `synth serve`, runs the tool calls there and sets
 reward_score from the env's verifier, so no reward function is needed.
@@ -55,7 +56,8 @@ def verl_rows(envs: list[Any]) -> dict[str, list[dict[str, Any]]]:
                 "agent_name": AGENT_NAME,
                 "reward_model": {"style": "rule", "ground_truth": json.dumps(truth, ensure_ascii=False, default=str)},
                 "extra_info": {"split": task.split, "index": len(split_rows), "env_id": env.id,
-                               "task_id": task.task_id, "probes": env.probe_rewards(task.task_id)},
+                               "task_id": task.task_id, "probes": env.probe_rewards(task.task_id),
+                               "template_id": task.template_id, "calibration": env.calibrated(task.task_id)},
             })
     return rows
 
@@ -74,10 +76,10 @@ def _write_parquet(path: Path, rows: list[dict[str, Any]]) -> None:
 def export_verl(root: Path | str, out: Path | str, *, server_url: str = "http://127.0.0.1:8000",
                 max_turns: int = 10, tokenizer: str | None = None, max_prompt_length: int | None = None,
                 max_response_length: int = DEFAULT_RESPONSE_LENGTH, include_rejected: bool = False,
-                reward: str = "rubric") -> str:
+                reward: str = "rubric", pass_rate: tuple[float, float] | None = None) -> str:
     if max_turns < 1 or (max_prompt_length is not None and max_prompt_length < 1) or max_response_length < 1:
         raise InputError("--max-turns, --max-prompt-length and --max-response-length must be at least 1")
-    envs, skipped = load_envs(root, include_rejected=include_rejected)
+    envs, skipped = load_envs(root, include_rejected=include_rejected, pass_rate=pass_rate)
     counter = load_counter(tokenizer)
     rows = verl_rows(envs)
     tools = {env.id: env.openai_tools() for env in envs}
