@@ -6,17 +6,13 @@ check` passes every env with every instance."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
+import demokit
 import pytest
-
-
-def offline_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and not k.startswith("SYNTH_")}
-    return {**env, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+from demokit import offline_env
 
 
 def synth(*args: str, cwd: Path, timeout: int = 1500) -> subprocess.CompletedProcess:
@@ -27,10 +23,8 @@ def synth(*args: str, cwd: Path, timeout: int = 1500) -> subprocess.CompletedPro
 @pytest.fixture(scope="module")
 def envs(tmp_path_factory) -> list[Path]:
     work = tmp_path_factory.mktemp("demo-tasks")
-    built = synth("run", "-n", "3", "--templates", "0", "--plain", "--out", "out", cwd=work)
-    assert built.returncode == 0, built.stderr[-3000:]
-    dirs = sorted(p for p in (work / "out" / "envs").iterdir() if p.is_dir())
-    added = synth("tasks", *map(str, dirs), "--cache-dir", str(work / "out" / ".cache"), cwd=work)
+    dirs = sorted(p for p in demokit.demo_envs(tmp_path_factory, "demo-tasks-envs").iterdir() if p.is_dir())
+    added = synth("tasks", *map(str, dirs), "--cache-dir", str(work / ".cache"), cwd=work)
     assert added.returncode == 0, (added.stdout + added.stderr)[-3000:]
     assert "using the offline demo's recorded templates" in added.stderr
     return dirs
