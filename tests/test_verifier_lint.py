@@ -3,6 +3,8 @@ test, and write tasks without a report of what was done."""
 
 from __future__ import annotations
 
+import ast
+
 from synth.artifacts import GoldAnswer, Task
 from synth.pipeline.stages.gold import answer_problems
 from synth.pipeline.stages.verifier_lint import loose_change_checks, substring_checks
@@ -19,6 +21,21 @@ def test_bare_substring_tests_on_the_answer_are_found():
     assert not substring_checks('f = answer_facts(answer, [2])\nreturn [check("a", 2 in f["found"])]')
     assert not substring_checks('names = [r["name"] for r in query_rows(initial_db, "SELECT name FROM t")]\n'
                                 'return [check("a", states(answer, names) and "Bob" in names)]')
+
+
+def test_values_pulled_out_of_the_answer_to_compare_with_the_records_are_not_a_substring_test():
+    """A real-model trial: gold verifiers refusing invented dates, amounts and words (the red team's finding)
+    pulled them out with re.findall and were refused turn after turn; a search on the answer still is one."""
+    invented_dates = ('ans = (answer or "").lower()\n'
+                      'seen = [d for d in re.findall(r"\\d{4}-\\d\\d-\\d\\d", ans) if d not in known]\n'
+                      'words = re.findall(r"[a-z0-9\'-]+", ans.replace("\\u2019", "\'"))\n'
+                      'docks = [x.upper() for x in re.findall(r"\\bdock ([A-Za-z])\\b", answer, re.I)]\n'
+                      'return [check("no invented date", not seen and not [w for w in words if w not in vocab])]')
+    ast.parse("def v(initial_db, final_db, answer):\n" + "\n".join("    " + line for line in invented_dates.splitlines()))
+    assert substring_checks(invented_dates) == []  # it parses (above), so [] is the lint's verdict
+    found = substring_checks('named = {n for n in totals if re.search(r"\\b%s\\b" % re.escape(n), answer.upper())}\n'
+                             'return [check("a", bool(named))]')
+    assert len(found) == 1 and found[0].startswith("line 1:") and "re.findall" in found[0]
 
 
 def test_gold_answers_need_helpers_and_a_report_for_write_tasks(tmp_path):

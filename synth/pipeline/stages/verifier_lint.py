@@ -1,7 +1,12 @@
 """Static checks of a verifier body that need no execution: the answer is never matched with a
 bare substring test (`x in answer`, `answer.find(x)`), which fails on "9:00 AM" vs "09:00" or
 "$3,460.00" vs "3460" and passes hedged or stuffed answers; the helpers (states, mentions,
-reports) do it with normalisation and penalties instead."""
+reports) do it with normalisation and penalties instead.
+
+Pulling values out of the answer (`re.findall`, `re.finditer`) to compare them with the records is
+not such a test: real-model verifiers do it to refuse dates, amounts or words the records lack (what
+the red team's "an invented cause passed" asks for), and refusing it sent the model round in repair
+turns with no allowed way to write that check."""
 
 from __future__ import annotations
 
@@ -63,11 +68,12 @@ def substring_checks(body: str) -> list[str]:
                 and _texty(node.func.value, names):
             found.append(node.lineno - 1)
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in (
-                "search", "match", "fullmatch", "findall", "finditer") and any(_texty(a, names) for a in node.args[1:2]):
+                "search", "match", "fullmatch") and any(_texty(a, names) for a in node.args[1:2]):
             found.append(node.lineno - 1)
     return [f"line {n}: a bare substring or regex test on the answer; match facts with states(answer, right, "
             "wrong) / mentions(answer, value) (they normalise numbers, dates, times and names and penalise wrong "
-            "or hedged facts)" for n in sorted(set(found))]
+            "or hedged facts); to refuse values the records lack, pull them out with re.findall and compare them with "
+            "the records" for n in sorted(set(found))]
 
 
 def loose_change_checks(body: str) -> list[str]:
