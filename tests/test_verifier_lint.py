@@ -4,8 +4,8 @@ test, and write tasks without a report of what was done."""
 from __future__ import annotations
 
 from synth.artifacts import GoldAnswer, Task
-from synth.pipeline.stages.gold import answer_problems
-from synth.pipeline.stages.verifier_lint import loose_change_checks, substring_checks
+from synth.pipeline.stages.check.gold import answer_problems
+from synth.pipeline.stages.check.verifier_lint import loose_change_checks, substring_checks
 from verifykit import make_verified_library
 from synth.folder.format import read_env_draft
 
