@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from synth.artifacts import Scenario  # noqa: E402
 from synth.pipeline.embed import DEFAULT_MAX_TOKENS, Embedder  # noqa: E402
-from synth.pipeline.stages.dedup import scenario_text  # noqa: E402
+from synth.pipeline.stages.scenarios.dedup import scenario_text  # noqa: E402
 
 PAIRS = Path(__file__).resolve().parents[1] / "tests" / "data" / "dedup_pairs.jsonl"
 BAND_PERCENTILE = 75

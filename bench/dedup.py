@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from synth.artifacts import Scenario  # noqa: E402
 from synth.pipeline.embed import DEFAULT_BATCH_SIZE, DEFAULT_MAX_TOKENS, Embedder  # noqa: E402
 from synth.pipeline.seeds import load_bundled_seeds  # noqa: E402
-from synth.pipeline.stages.dedup import dedup, scenario_text  # noqa: E402
+from synth.pipeline.stages.scenarios.dedup import dedup, scenario_text  # noqa: E402
 
 VARIANT_SHARE = 1 / 6
 PREFIXES = ["Nova", "Blue", "Swift", "Clear", "Bright", "True", "Peak", "North", "Harbor", "Open", "Prime", "Keen"]

@@ -22,9 +22,9 @@ from synth.llm.budgets import STAGE_BUDGETS, output_budget
 from synth.llm.errors import OutputTruncated
 from synth.llm.replay import ReplayProvider
 from synth.llm.script import Reply, Script, approx_tokens
-from synth.pipeline.stages.data import generate_data
+from synth.pipeline.stages.build.data import generate_data
 from synth.pipeline.stages.repair import StageReport
-from synth.pipeline.stages.tool_code import generate_tool_code, tool_draft
+from synth.pipeline.stages.build.tool_code import generate_tool_code, tool_draft
 from synth.pipeline.store import RunStore
 from synth.runtime.sandbox import SandboxPool
 

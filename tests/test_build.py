@@ -17,12 +17,12 @@ from synth.llm import Gateway
 from synth.llm.script import Reply
 from synth.pipeline.build import build_all, build_env, load_scenarios
 from synth.pipeline.layout import built_path, env_path, failed_path
-from synth.pipeline.stages.data import data_problems
-from synth.pipeline.stages.schema import empty_database, foreign_key_problems, schema_problems
-from synth.pipeline.stages.tasks import task_problems, to_tasks
-from synth.pipeline.stages.tool_code import tool_draft
-from synth.pipeline.stages.tool_probe import body_problems, plausible_arguments, probe_tools
-from synth.pipeline.stages.tool_spec import spec_problems, to_tool_specs
+from synth.pipeline.stages.build.data import data_problems
+from synth.pipeline.stages.build.schema import empty_database, foreign_key_problems, schema_problems
+from synth.pipeline.stages.build.tasks import task_problems, to_tasks
+from synth.pipeline.stages.build.tool_code import tool_draft
+from synth.pipeline.stages.build.tool_probe import body_problems, plausible_arguments, probe_tools
+from synth.pipeline.stages.build.tool_spec import spec_problems, to_tool_specs
 from synth.pipeline.store import RunStore
 from synth.runtime import Env
 from synth.runtime.sandbox import SandboxPool

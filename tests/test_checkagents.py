@@ -17,8 +17,8 @@ from synth.folder.database import build_database
 from synth.folder.format import read_env_draft, write_env
 from synth.llm import Gateway
 from synth.llm.script import Reply
-from synth.pipeline.stages.check_judge import describe_diff
-from synth.pipeline.stages.check_tests import TestingAgent, run_tests
+from synth.pipeline.stages.check.judge import describe_diff
+from synth.pipeline.stages.check.tests import TestingAgent, run_tests
 from synth.pipeline.verify import verify_env
 from synth.use.replay import preview
 from verifykit import BUGGY_RETURN_BOOK, judge_library, make_verified_library, proposed_tests, tool_tests

@@ -23,8 +23,8 @@ from synth.config import Settings
 from synth.errors import InputError
 from synth.pipeline.embed import Embedder, bundled_model_path
 from synth.pipeline.scenario_files import load_existing
-from synth.pipeline.stages import dedup as dedup_module
-from synth.pipeline.stages.dedup import Deduper, dedup, scenario_text
+from synth.pipeline.stages.scenarios import dedup as dedup_module
+from synth.pipeline.stages.scenarios.dedup import Deduper, dedup, scenario_text
 
 PAIRS_FILE = Path(__file__).parent / "data" / "dedup_pairs.jsonl"
 THRESHOLD = Settings().dedup_threshold

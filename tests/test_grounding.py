@@ -23,8 +23,8 @@ from synth.llm.script import Reply
 from synth.llm.usage import PriceTable
 from synth.pipeline.build import build_env
 from synth.pipeline.stages.envcontext import EnvContext, data_dump, sample_rows
-from synth.pipeline.stages.expand import SeedProgress, expand_messages
-from synth.pipeline.stages.gold_scope import gold_messages
+from synth.pipeline.stages.scenarios.expand import SeedProgress, expand_messages
+from synth.pipeline.stages.check.gold_scope import gold_messages
 from synth.pipeline.store import RunStore
 from synth.runtime.sandbox import SandboxPool
 from synth.use.rollout import rollout_async
@@ -160,7 +160,7 @@ def test_data_shown_to_models_is_cut_by_rows_and_every_table_is_represented():
 def test_gold_sees_only_the_tables_and_tools_its_task_touches():
     from synth.artifacts import ToolSpecAnswer
     from synth.folder.format import EnvDraft
-    from synth.pipeline.stages.tool_spec import to_tool_specs
+    from synth.pipeline.stages.build.tool_spec import to_tool_specs
 
     tools = to_tool_specs(ToolSpecAnswer.model_validate(bk.tool_spec_answer()))
     draft = EnvDraft(env_id=bk.ENV_ID, title=bk.SCENARIO.name, scenario=bk.SCENARIO, schema_sql=bk.SCHEMA_SQL,

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from synth.artifacts import TaskBatch, ToolSpecAnswer
-from synth.pipeline.stages.plumbing import task_plumbing, tool_plumbing
-from synth.pipeline.stages.tasks import task_problems
-from synth.pipeline.stages.tool_spec import spec_problems
+from synth.pipeline.stages.build.plumbing import task_plumbing, tool_plumbing
+from synth.pipeline.stages.build.tasks import task_problems
+from synth.pipeline.stages.build.tool_spec import spec_problems
 
 REJECTED_TOOLS = [
     "login", "login_user", "logout", "log_in", "sign_in", "sign_up_user", "signup", "register_user_account",

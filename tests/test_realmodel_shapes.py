@@ -37,15 +37,15 @@ from synth.folder.rules import status_columns
 from synth.folder.toolschema import params_to_schema
 from synth.llm import Gateway, StructuredOutputError
 from synth.llm.script import Reply, Script
-from synth.pipeline.stages.check_repair import failing_test_text
-from synth.pipeline.stages.check_tests import TestingAgent
-from synth.pipeline.stages.data import future_records, generate_data
+from synth.pipeline.stages.check.check_repair import failing_test_text
+from synth.pipeline.stages.check.tests import TestingAgent
+from synth.pipeline.stages.build.data import future_records, generate_data
 from synth.pipeline.stages.envcontext import EnvContext
-from synth.pipeline.stages.gold import generate_gold
-from synth.pipeline.stages.gold_scope import gold_messages
+from synth.pipeline.stages.check.gold import generate_gold
+from synth.pipeline.stages.check.gold_scope import gold_messages
 from synth.pipeline.stages.repair import StageReport
-from synth.pipeline.stages.tool_code import generate_tool_code, tool_draft
-from synth.pipeline.stages.tool_spec import MAX_TOOLS, generate_tool_spec, tool_budget
+from synth.pipeline.stages.build.tool_code import generate_tool_code, tool_draft
+from synth.pipeline.stages.build.tool_spec import MAX_TOOLS, generate_tool_spec, tool_budget
 from synth.pipeline.verify import verify_env
 from synth.runtime.sandbox import SandboxPool
 

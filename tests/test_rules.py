@@ -21,10 +21,10 @@ from synth.llm import Gateway
 from synth.llm.script import Reply
 from synth.folder.rules import (InvariantError, check_invariants, illegal_transitions, run_query, status_columns,
                          transition_problems)
-from synth.pipeline.stages.data import generate_data
+from synth.pipeline.stages.build.data import generate_data
 from synth.pipeline.stages.repair import StageReport
-from synth.pipeline.stages.schema import answer_problems, empty_database, generate_schema, to_rules
-from synth.pipeline.stages.tool_spec import to_tool_specs
+from synth.pipeline.stages.build.schema import answer_problems, empty_database, generate_schema, to_rules
+from synth.pipeline.stages.build.tool_spec import to_tool_specs
 from synth.pipeline.verify import verify_env
 from synth.runtime import Env
 from synth.runtime.sandbox import SandboxPool

@@ -26,8 +26,8 @@ from synth.llm import Gateway
 from synth.llm.script import Reply
 from synth.pipeline.embed import Embedder
 from synth.pipeline.scenarios import generate_scenarios
-from synth.pipeline.stages.dedup import scenario_text
-from synth.pipeline.stages.expand import MAX_WORDS, MIN_WORDS
+from synth.pipeline.stages.scenarios.dedup import scenario_text
+from synth.pipeline.stages.scenarios.expand import MAX_WORDS, MIN_WORDS
 from synth.pipeline.store import RunStore
 
 DRAFTS = json.loads((Path(__file__).parent / "data" / "scenario_drafts.json").read_text())

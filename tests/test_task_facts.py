@@ -15,8 +15,8 @@ from synth.folder.database import build_database
 from synth.folder.format import read_env_draft
 from synth.llm import Gateway
 from synth.llm.script import Reply
-from synth.pipeline.stages.check_paraphrase import ParaphraseAgent
-from synth.pipeline.stages.gold import answer_problems, apply_answer, generate_gold
+from synth.pipeline.stages.check.paraphrase import ParaphraseAgent
+from synth.pipeline.stages.check.gold import answer_problems, apply_answer, generate_gold
 from synth.use.datafacts import DataIndex
 from synth.use.replay import state_diff
 from synth.use.reward import helpers

@@ -6,8 +6,8 @@ from __future__ import annotations
 import ast
 
 from synth.artifacts import GoldAnswer, Task
-from synth.pipeline.stages.gold import answer_problems
-from synth.pipeline.stages.verifier_lint import loose_change_checks, substring_checks
+from synth.pipeline.stages.check.gold import answer_problems
+from synth.pipeline.stages.check.verifier_lint import loose_change_checks, substring_checks
 from verifykit import make_verified_library
 from synth.folder.format import read_env_draft
 

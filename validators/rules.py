@@ -23,7 +23,7 @@ from synth.artifacts import GateResult, ToolSpec, Transition
 from synth.folder.database import open_bytes, user_tables
 from synth.folder.rules import STATUS_COLUMN_RE, check_invariants, check_values, rules_after_call
 from synth.folder.toolschema import schema_to_params
-from synth.pipeline.stages.tool_probe import id_tables, plausible_arguments, primary_key
+from synth.pipeline.stages.build.tool_probe import id_tables, plausible_arguments, primary_key
 from synth.use.replay import canonical
 
 from .common import EnvFolder, Findings, run_with_env

@@ -22,7 +22,7 @@ from typing import Any
 
 from synth.config import Settings
 from synth.llm.budgets import pack, planned_tokens
-from synth.pipeline.stages import check_paraphrase, check_redteam, check_solver, gold
+from synth.pipeline.stages.check import gold, paraphrase, redteam, solver
 from synth.pipeline.tasks import ask
 
 HERE = Path(__file__).resolve().parent
@@ -149,7 +149,7 @@ def solver_turns(answers: Any, ids: list[str]) -> list[dict[str, Any]]:
     steps = {i: answers.SOLVER[i] for i in ids}
     for task_id, plan in steps.items():
         assert plan and plan[-1][1] is not None and all(a is None for _, a in plan[:-1]), task_id
-        assert len(plan) <= check_solver.MAX_TURNS, task_id
+        assert len(plan) <= solver.MAX_TURNS, task_id
     replies = []
     for turn in range(max(len(p) for p in steps.values())):
         open_ = [i for i in ids if len(steps[i]) > turn]
@@ -171,13 +171,13 @@ def record(path: Path) -> None:
         rule["replies"] = [edit_gold({**reply, "_subject": rule["subject"]}, answers) for reply in rule["replies"]]
         rules.append(rule)
     tasks, reads = sorted(answers.VERIFIERS), sorted(answers.PARAPHRASES)
-    for ids in batches(check_paraphrase, reads):
+    for ids in batches(paraphrase, reads):
         rules.append({"stage": "paraphrase", "subject": f"{answers.ENV}/{'+'.join(ids)}", "replies": [{"json": {
             "tasks": [{"task_id": i, "paraphrases": answers.PARAPHRASES[i]} for i in ids]}}]})
-    for ids in batches(check_solver, tasks):
+    for ids in batches(solver, tasks):
         rules.append({"stage": "solve", "subject": f"{answers.ENV}/{'+'.join(ids)}",
                       "replies": solver_turns(answers, ids)})
-    for ids in batches(check_redteam, tasks):
+    for ids in batches(redteam, tasks):
         rules.append({"stage": "red_team", "subject": f"{answers.ENV}/{'+'.join(ids)}", "replies": [{"json": {
             "tasks": [{"task_id": i, "attempts": [{"idea": idea, "calls": calls(steps), "answer": answer}
                                                   for idea, steps, answer in answers.RED_TEAM[i]]} for i in ids]}}]})
@@ -215,7 +215,7 @@ def template_rules(env: str, module: Any) -> list[dict[str, Any]]:
     # in the order the step hands the samples to the agents (the templates' order: read, then write).
     order = [t["name"] for kind in ("read", "write") for t in module.TEMPLATES.get(kind, [])]
     sampled = sorted(module.SOLVER, key=lambda tid: order.index(tid.rsplit("_", 1)[0]))
-    for ids in batches(check_solver, sampled):
+    for ids in batches(solver, sampled):
         rules.append({"stage": "solve", "subject": f"{env}/{'+'.join(ids)}", "replies": solver_turns(module, ids)})
     rules.append({"stage": "red_team", "subject": f"{env}/*", "replies": [], "field": "tasks", "parts": {
         t: {"task_id": t, "attempts": [{"idea": idea, "calls": calls(steps), "answer": answer}

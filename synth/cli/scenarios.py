@@ -29,7 +29,7 @@ def dedup_command(
     ),
 ) -> None:
     """Drop duplicate scenarios offline (bundled all-MiniLM-L6-v2; no API key, no network)."""
-    from synth.pipeline.stages.dedup import dedup_file
+    from synth.pipeline.stages.scenarios.dedup import dedup_file
 
     result, rejected = dedup_file(source, out, settings, target=target, existing_dir=existing)
     drops = sorted((rule, n) for rule, n in result.counts().items() if rule not in ("unique", "borderline_kept"))

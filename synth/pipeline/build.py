@@ -1,7 +1,7 @@
 """Build env folders from scenarios: tasks -> schema -> data -> tool spec -> tool code.
 
 Each stage validates its artifact by executing it and repairs it from concrete
-errors (synth/pipeline/stages/*). A scenario whose repairs run out is written as a
+errors (synth/pipeline/stages/build/*). A scenario whose repairs run out is written as a
 `failed` env under <out>/failed/<env_id>/ with its reason and every stage's
 report, and the next scenario goes on; a built env goes to <out>/built/<env_id>/
 with status `built` (verification later adds gold solutions, verifiers and
@@ -35,13 +35,13 @@ from synth.folder.files import read_env_json
 from synth.folder.format import DEFAULT_TODAY, EnvDraft, EnvFolderError, write_env
 from synth.llm import BudgetExceeded, Gateway, StructuredOutputError
 from synth.pipeline.layout import built_path, env_path, failed_path
-from synth.pipeline.stages.data import generate_data, table_order
+from synth.pipeline.stages.build.data import generate_data, table_order
 from synth.pipeline.stages.envcontext import EnvContext
 from synth.pipeline.stages.repair import StageFailed, StageReport
-from synth.pipeline.stages.schema import generate_schema
-from synth.pipeline.stages.tasks import generate_tasks
-from synth.pipeline.stages.tool_code import generate_tool_code, tool_draft
-from synth.pipeline.stages.tool_spec import generate_tool_spec
+from synth.pipeline.stages.build.schema import generate_schema
+from synth.pipeline.stages.build.tasks import generate_tasks
+from synth.pipeline.stages.build.tool_code import generate_tool_code, tool_draft
+from synth.pipeline.stages.build.tool_spec import generate_tool_spec
 from synth.pipeline.store import RunStore
 
 STORE_STAGE = "build"  # run-store item per env: stage "build", item id = env_id

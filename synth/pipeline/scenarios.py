@@ -38,11 +38,11 @@ from synth.llm import BudgetExceeded, Gateway, ModelError
 from synth.pipeline.embed import Embedder
 from synth.pipeline.scenario_files import load_existing, read_scenarios, rejected_path, write_jsonl
 from synth.pipeline.seeds import load_seeds
-from synth.pipeline.stages import classify as classify_stage
-from synth.pipeline.stages import expand as expand_stage
-from synth.pipeline.stages.dedup import Decision, Deduper, default_quota
-from synth.pipeline.stages.dedup_judge import ModelDuplicateJudge
-from synth.pipeline.stages.expand import SeedProgress
+from synth.pipeline.stages.scenarios import classify as classify_stage
+from synth.pipeline.stages.scenarios import expand as expand_stage
+from synth.pipeline.stages.scenarios.dedup import Decision, Deduper, default_quota
+from synth.pipeline.stages.scenarios.dedup_judge import ModelDuplicateJudge
+from synth.pipeline.stages.scenarios.expand import SeedProgress
 from synth.pipeline.store import RunStore, derive_run_id
 
 DEDUP_STAGE = "dedup"

@@ -29,7 +29,7 @@ from synth.errors import InputError
 from synth.folder.files import EnvFileMissing, foreign_entries, read_env_bytes, read_env_json
 from synth.folder.format import EnvDraft, read_env_draft, write_env
 from synth.llm import BudgetExceeded, Gateway
-from synth.pipeline.stages.checkloop import TASK_GATES, CheckLoopResult, run_check_loop
+from synth.pipeline.stages.check.loop import TASK_GATES, CheckLoopResult, run_check_loop
 from synth.pipeline.store import RunStore
 
 STAGE = "verify"
@@ -202,7 +202,7 @@ async def _verify(draft: EnvDraft, root: Path, gateway: Gateway, settings: Setti
     usage_before = usage.cost, usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens
     draft.status, draft.failure_reason = "built", None  # until this run decides
     try:
-        # The loop writes the gold solutions beside its first tests (stages/checkloop.py).
+        # The loop writes the gold solutions beside its first tests (stages/check/loop.py).
         loop = await run_check_loop(draft, root, gateway, settings, pool=pool)
     except BudgetExceeded as exc:
         draft.report["budget_stopped"] = str(exc)

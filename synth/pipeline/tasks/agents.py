@@ -1,6 +1,6 @@
 """The reward agents on a sample of each template's instances.
 
-The check loop's agents (stages/check_rewards.py: paraphrases of read answers, an independent
+The check loop's agents (stages/check/rewards.py: paraphrases of read answers, an independent
 solver, a red team, and the checking agent on what needs judgement) play the sampled instances on
 the env loaded with them. The red team sees the template's verifier with the instance's bindings as
 `params`, the code that grades the instance. What they find about an instance is evidence against
@@ -18,7 +18,7 @@ from synth.artifacts import Task, TaskTemplate
 from synth.config import Settings
 from synth.folder.format import EnvDraft
 from synth.llm import Gateway
-from synth.pipeline.stages.check_rewards import AgentFindings, RewardAgents
+from synth.pipeline.stages.check.rewards import AgentFindings, RewardAgents
 from synth.pipeline.tasks.instances import standalone_body
 
 

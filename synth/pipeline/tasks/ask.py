@@ -32,7 +32,7 @@ from synth.llm.errors import OutputTruncated
 from synth.pipeline.stages.calls import call_problems
 from synth.pipeline.stages.envcontext import EnvContext, data_dump, imports_line, tool_source
 from synth.pipeline.stages.repair import problem_list
-from synth.pipeline.stages.verifier_lint import loose_change_checks, substring_checks
+from synth.pipeline.stages.check.verifier_lint import loose_change_checks, substring_checks
 from synth.pipeline.tasks.instances import SlotError, instance, slot_names, template_slots, usable
 from synth.runtime.codecheck import check_source
 from synth.use.reward import helpers

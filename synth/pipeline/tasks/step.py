@@ -212,7 +212,7 @@ class TasksStep:
 
     def _results(self, cands: list[Candidate]) -> dict[str, tuple[str, str]]:
         """For each template, what the gold calls of its first instance with a failing gold solution returned."""
-        from synth.pipeline.stages.gold import call_results
+        from synth.pipeline.stages.check.gold import call_results
         from synth.runtime import Env
 
         out = {c.template.template_id: ("", "") for c in cands}

@@ -4,7 +4,7 @@ Every table (with its columns) and every tool (signature and first sentence)
 is already in the env's shared context; a gold prompt adds the rows of the
 tables a task is about (the tables its instruction names or quotes a value
 of, and their foreign-key neighbours), the rows the task names and the rows
-linked to them first (found by query, stages/task_rows.py, so a task about
+linked to them first (found by query, stages/check/task_rows.py, so a task about
 row 40 shows row 40), and, for a write task, the code of the
 few state-changing tools whose name and description match the instruction
 best (its verifier checks their effects). A read task needs no code: its tools'
@@ -21,7 +21,7 @@ from synth.artifacts import Task
 from synth.folder.format import EnvDraft
 from synth.pipeline.stages.envcontext import (EnvContext, data_dump, foreign_neighbours, imports_line, tables_for_text,
                                                tool_source)
-from synth.pipeline.stages.task_rows import request_rows
+from synth.pipeline.stages.check.task_rows import request_rows
 
 GOLD_ROWS = 15  # rows per table in a gold prompt besides the rows its tasks name (always shown)
 MAX_TOOLS_SHOWN = 2  # code of at most this many tools per task (every tool is described in the context)

@@ -20,7 +20,7 @@ from synth.folder.format import EnvDraft
 from synth.llm import Gateway
 from synth.pipeline.prompts import render_prompt
 from synth.pipeline.stages.calls import call_problems
-from synth.pipeline.stages.check_attempts import Attempt, finish, task_batches
+from synth.pipeline.stages.check.attempts import Attempt, finish, task_batches
 from synth.pipeline.stages.envcontext import tool_line
 from synth.use.agent import AgentContext, context_lines
 

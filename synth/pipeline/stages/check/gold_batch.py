@@ -1,7 +1,7 @@
 """Gold answers for a batch of fresh tasks, repaired in the batch's own conversation.
 
 One call answers several tasks (they share the env's context and the rows they touch); each answer
-is executed in the sandbox (stages/gold.py `execution_problems`), and the tasks whose answers fail
+is executed in the sandbox (stages/check/gold.py `execution_problems`), and the tasks whose answers fail
 go back to the same conversation in one repair turn that lists each one's problems and what its
 gold calls returned, asking again for those tasks only. A real model's first answers fail on a few
 tasks of most batches (a probe the verifier pays for, a value it could not see); a repair turn per
@@ -22,19 +22,19 @@ from synth.llm import ModelError
 from synth.llm.budgets import halves
 from synth.llm.errors import OutputTruncated
 from synth.pipeline.prompts import render_prompt
-from synth.pipeline.stages.gold_scope import gold_messages
+from synth.pipeline.stages.check.gold_scope import gold_messages
 from synth.pipeline.stages.repair import clip, problem_list
 from synth.runtime.sandbox import PoolBusy
 
 if TYPE_CHECKING:
-    from synth.pipeline.stages.gold import GoldSolver, Result
+    from synth.pipeline.stages.check.gold import GoldSolver, Result
 
 STAGE = "gold"
 
 
 def _check(solver: "GoldSolver", asked: list[Task]):
     """The gateway's shape check for a batch answer covering exactly the tasks `asked`."""
-    from synth.pipeline.stages.gold import answer_problems
+    from synth.pipeline.stages.check.gold import answer_problems
 
     by_id = {t.task_id: t for t in asked}
 
@@ -57,7 +57,7 @@ async def solve_batch(solver: "GoldSolver", tasks: list[Task], feedback: dict[st
     for up to `rounds` (default solver.rounds) turns. With `feedback` ({task_id: problems found later,
     e.g. by the check loop}), the conversation starts from the tasks' current answers and those
     problems, as if its first answer had just failed. A task keeps its last attempt either way."""
-    from synth.pipeline.stages.gold import GoldOutcome, apply_answer, execution_problems, previous_answer
+    from synth.pipeline.stages.check.gold import GoldOutcome, apply_answer, execution_problems, previous_answer
 
     env_id = solver.draft.env_id
     rounds = solver.rounds if rounds is None else rounds

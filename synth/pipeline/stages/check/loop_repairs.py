@@ -1,4 +1,4 @@
-"""The check loop's repairs (stages/checkloop.py), each recorded with its evidence and the code before
+"""The check loop's repairs (stages/check/loop.py), each recorded with its evidence and the code before
 and after: blamed tools get a new body, blamed tasks new gold actions and verifiers (after a replay on
 the repaired tools shows they still need one), a tool right to refuse on a rule its description does
 not state gets the rule added to its description, and every probe a verifier paid for stays a case
@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING, Any
 from synth.artifacts import GateResult, RepairRecord, VerifierCase
 from synth.errors import SynthError
 from synth.llm import BudgetExceeded
-from synth.pipeline.stages.check_repair import repair_tool, verifier_record
-from synth.pipeline.stages.gold import generate_gold
+from synth.pipeline.stages.check.check_repair import repair_tool, verifier_record
+from synth.pipeline.stages.check.gold import generate_gold
 from synth.pipeline.stages.repair import clip
 from synth.use.replay import canonical, gold_problems
 
 if TYPE_CHECKING:
-    from synth.pipeline.stages.checkloop import Findings, RoundReport
+    from synth.pipeline.stages.check.loop import Findings, RoundReport
 
 MAX_RULES_ADDED = 3  # sentences one round may add to a tool's description
 

@@ -3,7 +3,7 @@
 Model calls: stage "check_repair", subject "<env_id>/<tool>": a corrected
 body for one tool the tests or the gates blame (a judge's "fail", a crash, a
 broken invariant or status rule, a regression). Verifier repairs go through
-the gold stage (stages/gold.py) and are recorded here too. Each repair becomes
+the gold stage (stages/check/gold.py) and are recorded here too. Each repair becomes
 a RepairRecord in report.json (check_loop.rounds[i].repairs): kind, name,
 diagnosis, the function before and after, the evidence and the failing tests.
 """
@@ -13,10 +13,10 @@ from __future__ import annotations
 from synth.artifacts import RepairRecord, ToolRepair, ToolTest
 from synth.folder.format import EnvDraft, normalize_body, render_verifiers_py, verifier_name
 from synth.llm import Gateway
-from synth.pipeline.stages.check_judge import describe_diff, describe_expectation, describe_observation
+from synth.pipeline.stages.check.judge import describe_diff, describe_expectation, describe_observation
 from synth.pipeline.stages.envcontext import EnvContext, imports_line, tool_source
 from synth.pipeline.stages.repair import clip, problem_list
-from synth.pipeline.stages.tool_probe import body_problems
+from synth.pipeline.stages.build.tool_probe import body_problems
 
 STAGE = "check_repair"
 MAX_TESTS_SHOWN = 6

@@ -6,7 +6,7 @@ Model calls: stage "gold". Tasks with no gold yet are asked for in batches sized
 to the stage's output budget (TOKENS_PER_TASK each; 4 at the default cap), subject
 "<env_id>/<task_id>+<task_id>+...": they
 share the env's context, and the prompt shows only the tables and tools the
-tasks touch (stages/gold_scope.py); a lone task, each task's repairs and every
+tasks touch (stages/check/gold_scope.py); a lone task, each task's repairs and every
 later call for a task (the check loop asking again after tools changed or a
 gate failed, showing the previous attempt and the problems found) use subject
 "<env_id>/<task_id>", one conversation per task.
@@ -18,7 +18,7 @@ Validation, in two layers:
   a read task lists its facts (each in its kind's form and stated by the expected
   answer) and a write task's free columns exist,
   the verifier body passes the sandbox's static check and matches the answer
-  with the helpers, never with a bare substring test (stages/verifier_lint.py);
+  with the helpers, never with a bare substring test (stages/check/verifier_lint.py);
 - by execution in the sandbox (never in this process), on a temporary env
   folder holding just this task: the gold replay has no failed call and its
   verifier passes with score 1.0; the initial state with an empty answer fails;
@@ -51,9 +51,9 @@ from synth.llm.budgets import pack, planned_tokens
 from synth.pipeline.prompts import render_prompt
 from synth.pipeline.stages.calls import call_problems
 from synth.pipeline.stages.envcontext import EnvContext
-from synth.pipeline.stages.gold_scope import gold_messages
+from synth.pipeline.stages.check.gold_scope import gold_messages
 from synth.pipeline.stages.repair import clip, problem_list
-from synth.pipeline.stages.verifier_lint import loose_change_checks, substring_checks
+from synth.pipeline.stages.check.verifier_lint import loose_change_checks, substring_checks
 from synth.runtime.codecheck import check_source
 from synth.runtime.sandbox import PoolBusy
 from synth.use.replay import canonical, gold_problems, preview
@@ -219,10 +219,10 @@ class GoldSolver:
         return [[by_id[i] for i in g] for g in groups]
 
     async def solve_batch(self, tasks: list[Task]) -> list[Result | BaseException]:
-        """Fresh tasks in one call, failing ones repaired together in its conversation (stages/gold_batch.py)."""
+        """Fresh tasks in one call, failing ones repaired together in its conversation (stages/check/gold_batch.py)."""
         if len(tasks) == 1:
             return list(await asyncio.gather(self.solve(tasks[0], []), return_exceptions=True))
-        from synth.pipeline.stages.gold_batch import solve_batch
+        from synth.pipeline.stages.check.gold_batch import solve_batch
 
         return await solve_batch(self, tasks)
 
@@ -279,7 +279,7 @@ async def generate_gold(draft: EnvDraft, gateway: Gateway, settings: Settings, *
     again = [t for t in wanted if feedback.get(t.task_id)]
     # Tasks sent back with findings (the check loop's) are repaired in batches too, starting from their
     # current answers; one repair turn each time, since the loop checks them again and asks again.
-    from synth.pipeline.stages.gold_batch import solve_batch
+    from synth.pipeline.stages.check.gold_batch import solve_batch
 
     batches = solver.batches(fresh)
     grouped = solver.batches([t for t in again if previous_answer(draft, t) is not None])

@@ -1,17 +1,17 @@
 """Stage `check`: EnvScaler's testing agent / checking agent pair, made to repair.
 
 Each round runs these steps, independent ones side by side (bounded by --concurrency):
-1. write_tests: the testing agent (stages/check_tests.py) writes tests for every
+1. write_tests: the testing agent (stages/check/tests.py) writes tests for every
    tool that has none yet, several tools per call; beside it, in the first
-   round, the gold stage writes gold solutions and verifiers (stages/gold.py);
+   round, the gold stage writes gold solutions and verifiers (stages/check/gold.py);
 2. run_tests + judge: synth runs every test not yet run on a fresh episode in the
    sandbox (setup calls, then the call under test, recording the result, the
    database change and any rule of rules.json the call broke; a crash or a
    broken rule is a fail with no model needed), and the checking agent
-   (stages/check_judge.py, `--judge-model`) judges the rest: pass, test_wrong
+   (stages/check/judge.py, `--judge-model`) judges the rest: pass, test_wrong
    (the tool is right, the test is not) or fail; a tool right to refuse on a
    rule its description does not state gets the rule added to its description;
-   beside them, the reward agents (stages/check_rewards.py) check the verifiers
+   beside them, the reward agents (stages/check/rewards.py) check the verifiers
    of the tasks whose gold works: paraphrases of read tasks' answers, an
    independent solver and a red team, with the checking agent on what they find;
 3. gates: the env folder is written and every quality gate runs (synth_validators);
@@ -20,8 +20,8 @@ Each round runs these steps, independent ones side by side (bounded by --concurr
 5. done when the pass rate reaches settings.check_pass_rate, every gate passes
    and nothing is blamed; a tool still blamed after the last round blocks
    verification (never shipped as a warning). Otherwise repair: blamed tools
-   get a new body (stages/check_repair.py) and their tests rerun next round;
-   tasks blamed get new gold actions/verifiers (stages/gold.py).
+   get a new body (stages/check/check_repair.py) and their tests rerun next round;
+   tasks blamed get new gold actions/verifiers (stages/check/gold.py).
 Every repair is recorded with its evidence and code before and after.
 settings.check_rounds bounds the rounds; a verifier blamed in the last of them
 still gets its repair and recheck, up to settings.verifier_rounds more rounds.
@@ -44,13 +44,13 @@ from synth.errors import SynthError
 from synth.folder.database import build_database, open_bytes, user_tables
 from synth.folder.format import EnvDraft, write_env
 from synth.llm import BudgetExceeded, Gateway, ModelError
-from synth.pipeline.stages.check_judge import CheckingAgent
-from synth.pipeline.stages.check_rewards import AgentBook, run_reward_agents
-from synth.pipeline.stages.check_tests import TestingAgent, automatic_verdict, run_tests
-from synth.pipeline.stages.checkloop_repairs import LoopRepairs
-from synth.pipeline.stages.gold import GoldBudgetStop, GoldReport, generate_gold
+from synth.pipeline.stages.check.judge import CheckingAgent
+from synth.pipeline.stages.check.rewards import AgentBook, run_reward_agents
+from synth.pipeline.stages.check.tests import TestingAgent, automatic_verdict, run_tests
+from synth.pipeline.stages.check.loop_repairs import LoopRepairs
+from synth.pipeline.stages.check.gold import GoldBudgetStop, GoldReport, generate_gold
 from synth.pipeline.stages.repair import clip
-from synth.pipeline.stages.tool_probe import body_problems
+from synth.pipeline.stages.build.tool_probe import body_problems
 
 TASK_GATES = ("solvable", "discriminates", "probes", "reward_cases", "deterministic", "robust")  # they blame tasks
 REPLAY_GATES = ("solvable", "discriminates")  # findings that replaying the gold solution can re-check

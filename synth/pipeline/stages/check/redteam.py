@@ -19,9 +19,9 @@ from synth.folder.format import EnvDraft
 from synth.llm import Gateway
 from synth.llm.budgets import asked_in_halves
 from synth.pipeline.stages.calls import call_problems
-from synth.pipeline.stages.check_attempts import Attempt, play, task_batches
+from synth.pipeline.stages.check.attempts import Attempt, play, task_batches
 from synth.pipeline.stages.envcontext import EnvContext, data_dump, tables_in_code
-from synth.pipeline.stages.task_rows import request_rows
+from synth.pipeline.stages.check.task_rows import request_rows
 
 STAGE = "red_team"
 ROWS_SHOWN = 15  # rows per table the red team sees besides the rows the tasks name

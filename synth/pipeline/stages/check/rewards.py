@@ -2,16 +2,16 @@
 
 Run from the check loop's first round, as soon as verifiers exist (beside the tool tests), on the
 tasks due (those whose gold solution works):
-- paraphrase (stages/check_paraphrase.py): every read task's expected answer in other words must
+- paraphrase (stages/check/paraphrase.py): every read task's expected answer in other words must
   earn the full reward; a reply that fails goes to the checking agent, and if it is correct the
   verifier is repaired (a false negative);
-- solver (stages/check_solver.py): independent work through the tools. Its final state equals
+- solver (stages/check/solver.py): independent work through the tools. Its final state equals
   the gold solution's but the rubric fails: for a write task whose answer reports the work, a
   false negative; for a read task, the checking agent decides whether the answer is correct. Its
   state differs but the rubric passes: the checking agent says whether the verifier is too loose
   (repair it), the task is ambiguous (its instruction is clarified and the gold redone) or the
   difference does not matter;
-- red team (stages/check_redteam.py): every attempt that earns at least the probe threshold
+- red team (stages/check/redteam.py): every attempt that earns at least the probe threshold
   without doing the task is an exploit and sends the verifier to repair.
 Everything found stays in verifier_tests.jsonl as a regression case (the reward_cases gate and
 the gold stage replay them): correct work must keep earning 1.0, exploits must stay below the
@@ -30,11 +30,11 @@ from synth.config import Settings
 from synth.errors import SynthError
 from synth.folder.format import EnvDraft
 from synth.llm import BudgetExceeded, Gateway, ModelError
-from synth.pipeline.stages.check_attempts import Attempt, judge_item
-from synth.pipeline.stages.check_paraphrase import ParaphraseAgent
-from synth.pipeline.stages.check_redteam import RedTeamAgent
-from synth.pipeline.stages.check_reward_judge import judge_items
-from synth.pipeline.stages.check_solver import SolverAgent
+from synth.pipeline.stages.check.attempts import Attempt, judge_item
+from synth.pipeline.stages.check.paraphrase import ParaphraseAgent
+from synth.pipeline.stages.check.redteam import RedTeamAgent
+from synth.pipeline.stages.check.reward_judge import judge_items
+from synth.pipeline.stages.check.solver import SolverAgent
 from synth.pipeline.stages.repair import clip
 
 

@@ -32,7 +32,7 @@ from synth.llm import Gateway
 from synth.llm.budgets import pack, planned_tokens
 from synth.pipeline.stages.envcontext import EnvContext, data_dump, tables_in_code
 from synth.pipeline.stages.repair import StageFailed, StageReport, clip, generate_until_valid, in_pieces, problem_list
-from synth.pipeline.stages.schema import strip_sql_comments
+from synth.pipeline.stages.build.schema import strip_sql_comments
 
 STAGE = "data"
 FIX_STAGE = "data_fix"

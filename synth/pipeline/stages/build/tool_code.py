@@ -27,7 +27,7 @@ from synth.llm import Gateway
 from synth.llm.budgets import pack, planned_tokens
 from synth.pipeline.stages.envcontext import EnvContext, sample_rows
 from synth.pipeline.stages.repair import StageFailed, StageReport, clip, in_parallel
-from synth.pipeline.stages.tool_probe import probe_tools
+from synth.pipeline.stages.build.tool_probe import probe_tools
 
 STAGE = "tool_code"
 SAMPLE_ROWS = 3  # rows per table shown to the model, so it sees real value formats

@@ -22,7 +22,7 @@ from synth.folder.format import EnvDraft
 from synth.llm import Gateway
 from synth.llm.budgets import asked_in_halves
 from synth.pipeline.prompts import render_prompt
-from synth.pipeline.stages.check_attempts import Attempt, play, task_batches
+from synth.pipeline.stages.check.attempts import Attempt, play, task_batches
 from synth.use.agent import AgentContext
 from synth.use.replay import answer_text
 from synth.use.reward import helpers

@@ -2,7 +2,7 @@
 
 Model calls: stage "tasks", subject = the scenario's env_id. The answer is a
 TaskBatch; its shape problems (too few tasks, no mix of read and write, a
-missing difficulty, account-plumbing tasks (stages/plumbing.py), duplicates) are fed back through
+missing difficulty, account-plumbing tasks (stages/build/plumbing.py), duplicates) are fed back through
 the gateway's repair turns. Tasks come first because the schema, the data and
 the tools are all generated to make them possible.
 """
@@ -15,7 +15,7 @@ from synth.artifacts import Scenario, Task, TaskBatch
 from synth.folder.format import DEFAULT_TODAY
 from synth.llm import Gateway
 from synth.pipeline.prompts import render_prompt
-from synth.pipeline.stages.plumbing import task_plumbing
+from synth.pipeline.stages.build.plumbing import task_plumbing
 from synth.pipeline.stages.repair import StageReport
 
 STAGE = "tasks"

@@ -7,7 +7,7 @@ is asked again for half the tables). The answer (ToolSpecAnswer) is checked
 inside the gateway, whose repair turns feed the problems back: valid and unique
 names, parameters inside the portable JSON Schema subset and not shadowing the
 names tool bodies use, read_only matching what the name says, no tools for
-account plumbing (read in context, see stages/plumbing.py), a sensible number
+account plumbing (read in context, see stages/build/plumbing.py), a sensible number
 of tools. Whether a read-only tool really leaves the database alone is checked
 later by execution, in the tool_code stage.
 """
@@ -24,7 +24,7 @@ from synth.folder.toolschema import check_portable_schema, params_to_schema
 from synth.llm import Gateway
 from synth.llm.budgets import pack, planned_tokens
 from synth.pipeline.stages.envcontext import EnvContext
-from synth.pipeline.stages.plumbing import tool_plumbing
+from synth.pipeline.stages.build.plumbing import tool_plumbing
 from synth.pipeline.stages.repair import StageFailed, StageReport, clip, in_pieces
 
 STAGE = "tool_spec"

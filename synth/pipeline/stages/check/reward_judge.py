@@ -24,7 +24,7 @@ VERDICTS = {"answer": ("correct", "wrong"), "state": ("too_loose", "ambiguous", 
 
 
 async def judge_items(draft: EnvDraft, gateway: Gateway, items: list[dict[str, Any]]) -> dict[str, RewardVerdict]:
-    """Verdicts by item id for `items` (see check_attempts.judge_item), in batches."""
+    """Verdicts by item id for `items` (see attempts.judge_item), in batches."""
     out: dict[str, RewardVerdict] = {}
     for start in range(0, len(items), MAX_ITEMS):
         batch = items[start:start + MAX_ITEMS]

@@ -14,7 +14,7 @@ from typing import Any
 from synth.artifacts import Reward, Task, ToolCall, VerifierCase
 from synth.errors import SynthError
 from synth.llm.budgets import pack, planned_tokens
-from synth.pipeline.stages.check_judge import describe_diff
+from synth.pipeline.stages.check.judge import describe_diff
 from synth.pipeline.stages.repair import clip
 from synth.use.replay import canonical, preview, state_diff
 from synth.use.reward import gold_final, table_checks

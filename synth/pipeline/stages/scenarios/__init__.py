@@ -1,0 +1,1 @@
+"""Scenario phase: expand seed domains into scenarios, classify them, drop duplicates."""
