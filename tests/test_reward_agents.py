@@ -194,3 +194,33 @@ def test_a_probe_the_verifier_paid_for_is_repaired_and_kept_as_a_case(fake_model
     gates = {g.name: g for g in check_env(env).gates}
     assert not gates["probes"].passed and not gates["reward_cases"].passed
     assert re.search(r"task_01\.probe\.\d+ \(probe; the shotgun probe\)", gates["reward_cases"].evidence[0])
+
+
+def test_an_exploit_only_the_state_reward_pays_is_a_limit_of_that_reward_not_a_fault_of_the_env(tmp_path):
+    """A real-model trial: the red team's "the right figures plus an invented promise" was refused by the
+    verifier but paid by the state reward (the facts are right, the database untouched). No repair of the
+    env can make the state reward see an invented claim, and the env failed its gate for it; now the gate
+    lists such cases as state_limits and passes, while a case the rubric pays stays a fault."""
+    refuses_claims = ('claims = [w for w in re.findall(r"[a-z]+", (answer or "").lower()) if w.startswith("promis")]\n'
+                      'return rubric([check("answer_says_two", states(answer, [2], [1, 3]), 2.0), '
+                      f'check("no invented claim", not claims, 4.0), {UNCHANGED}])')
+    env = make_verified_library(tmp_path)
+    set_verifier_body(env, "task_01", refuses_claims)
+    invented = "2 copies are available, and the branch promised to order more next week."
+    case = {"case_id": "task_01.red_team.1", "task_id": "task_01", "source": "red_team", "calls": [],
+            "answer": invented, "expect": "fail", "note": "the right count plus an invented promise"}
+    (env / "verifier_tests.jsonl").write_text(json.dumps(case) + "\n")
+    assert score(env, "task_01", invented, calls=[]) < 0.5
+    with Env.load(env) as loaded, loaded.episode("task_01") as episode:
+        assert episode.evaluate(invented, "state").reward == 1.0  # what `--reward state` alone pays
+
+    gate = next(g for g in check_env(env).gates if g.name == "reward_cases")
+    assert gate.passed, gate.evidence
+    assert gate.details["state_limits"] == ["task_01.red_team.1"]
+    assert check_env(env).verified
+
+    set_verifier_body(env, "task_01", f'return rubric([check("answer_says_two", states(answer, [2], [1, 3]), 2.0), '
+                                      f'{UNCHANGED}])')  # a verifier that pays it too: a fault, with both hints
+    gate = next(g for g in check_env(env).gates if g.name == "reward_cases")
+    assert not gate.passed and gate.details["state_limits"] == []
+    assert "the verifier must fail it and the state reward paid it" in gate.evidence[0]

@@ -6,7 +6,15 @@ keep earning the full reward; exploits (the red team, wrong solutions the verifi
 for) must stay below the probe threshold. Each case is replayed on a fresh episode (a paraphrase
 on the task's gold calls) with no model and scored by the verifier's rubric and by the state
 reward (synth/use/reward.py): a must-pass case earns 1.0 under both, a must-fail case stays under
-the threshold under both.
+the threshold under the rubric.
+
+The state reward is held to what it can see: the task's facts (read) or the gold final state apart
+from free columns (write). An exploit it pays while the rubric refuses it states every fact right on
+the right state and cheats elsewhere (a real-model red team: "the right balance plus an invented
+payment promise", "the right stock plus a wrong retail price nobody asked for"). No repair of the
+env can make the state reward see that, so it is no fault of the env: the gate lists such cases in
+its details as `state_limits` (what `--reward state` alone pays; `--reward both` refuses them) and
+passes. A case the rubric pays as well stays a problem, with the hint for both.
 """
 
 from __future__ import annotations
@@ -46,6 +54,12 @@ def _state_failed(state: Reward) -> str:
 
 def case_problem(env: Any, task: Task, case: VerifierCase, threshold: float = DEFAULT_THRESHOLD) -> str | None:
     """Why the rewards no longer give `case` its recorded verdict (None when they do)."""
+    return case_verdict(env, task, case, threshold)[0]
+
+
+def case_verdict(env: Any, task: Task, case: VerifierCase,
+                 threshold: float = DEFAULT_THRESHOLD) -> tuple[str | None, bool]:
+    """case_problem, and whether the case is a state-reward limit (an exploit only the state reward pays)."""
     reward, state, errors = case_rewards(env, task, case)
     score = 0.0 if reward is None or reward.error else reward.reward
     said = f"case {case.case_id} ({case.source}; {clip(case.note, 200)}): {describe_calls(case)}, answer " \
@@ -53,26 +67,27 @@ def case_problem(env: Any, task: Task, case: VerifierCase, threshold: float = DE
     failed = ", ".join(c.name for c in reward.checks if not c.passed) if reward is not None else ""
     if case.expect == "pass":
         if errors and not case.use_gold:
-            return f"{said}: its calls no longer succeed ({clip('; '.join(errors), 300)})"
+            return f"{said}: its calls no longer succeed ({clip('; '.join(errors), 300)})", False
         if reward is None or reward.error or not reward.passed or score < 1.0:
             why = reward.error if reward is not None and reward.error else f"failed checks: {failed or 'none'}"
-            return f"{said} is correct but scored {score:.2f} ({clip(why, 300)}); the verifier must give it 1.0"
+            return f"{said} is correct but scored {score:.2f} ({clip(why, 300)}); the verifier must give it 1.0", False
         if not state.passed:
             return (f"{said} is correct but the state reward gave it {state.reward:.0f} ({clip(_state_failed(state), 400)})"
                     "; list as facts only the values the question asks for (not the context the expected answer "
                     "adds), and as free_columns every column whose text the task leaves open. The state reward "
                     "counts another value of a fact's kind as wrong unless the expected answer mentions it too: if "
-                    "a correct answer may name it (a record it explains is left out), mention it in expected_answer")
-        return None
-    problems = []
-    if score >= threshold:
-        paid = ", ".join(c.name for c in reward.checks if c.passed) if reward is not None else ""
-        problems.append(f"scored {score:.2f} (at least {threshold:g}; checks it passed: {clip(paid or 'none', 300)}); "
-                        "the verifier must fail it")
+                    "a correct answer may name it (a record it explains is left out), mention it in "
+                    "expected_answer"), False
+        return None, False
+    if score < threshold:  # refused by the rubric; a state-reward payment alone is a limit of that reward
+        return None, state.reward >= threshold
+    paid = ", ".join(c.name for c in reward.checks if c.passed) if reward is not None else ""
+    problems = [f"scored {score:.2f} (at least {threshold:g}; checks it passed: {clip(paid or 'none', 300)}); "
+                "the verifier must fail it"]
     if state.reward >= threshold:
         problems.append("the state reward paid it; list as facts every value the question asks for, and as "
                         "free_columns only columns the task leaves open")
-    return f"{said} does not do the task but {' and '.join(problems)}" if problems else None
+    return f"{said} does not do the task but {' and '.join(problems)}", False
 
 
 def _check(folder: EnvFolder, env: Any, found: Findings, threshold: float) -> None:
@@ -83,10 +98,14 @@ def _check(folder: EnvFolder, env: Any, found: Findings, threshold: float) -> No
     counts: dict[str, int] = {}
     for case in cases:
         counts[case.source] = counts.get(case.source, 0) + 1
-    for case, problem in zip(cases, map_tasks(lambda c: case_problem(env, tasks[c.task_id], c, threshold), cases)):
+    limits = []
+    for case, (problem, limit) in zip(cases, map_tasks(lambda c: case_verdict(env, tasks[c.task_id], c, threshold),
+                                                       cases)):
         if problem:
             found.task(case.task_id, problem)
-    found.details.update(cases=sum(counts.values()), by_source=counts)
+        elif limit:
+            limits.append(case.case_id)
+    found.details.update(cases=sum(counts.values()), by_source=counts, state_limits=limits)
 
 
 def run(env_dir: Path | str, env: Any = None, *, threshold: float = DEFAULT_THRESHOLD) -> GateResult:
