@@ -54,6 +54,14 @@ def envs_by_status(out: Path) -> dict[str, set[str]]:
 # ---------------------------------------------------------------- the demo, interrupted and resumed
 
 
+def _waits_for_verify(manifest: Path) -> bool:
+    """An env folder complete in built/ (its env.json written, status built): the run is mid-verification."""
+    try:
+        return json.loads(manifest.read_text())["status"] == "built"
+    except (OSError, ValueError, KeyError):
+        return False  # being written or moved right now
+
+
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory) -> dict:
     """`synth run -n 1000` offline, interrupted with Ctrl-C once an env is built, then the same command
@@ -64,7 +72,7 @@ def demo(tmp_path_factory) -> dict:
     built, typed = out / "built", []
     # Ctrl-C once an env is built and waits for verification, as a user might press it mid-run
     code, text = run_in_pty(command, cwd, synth_env(), 900, typed=typed,
-                            interrupt_when=lambda: built.is_dir() and any(built.iterdir()))
+                            interrupt_when=lambda: any(_waits_for_verify(p) for p in built.glob("*/env.json")))
     assert typed, "the run ended before it could be interrupted"
     text, seconds = plain_text(text), time.monotonic() - typed[0]
     after_kill = envs_by_status(out)
