@@ -254,3 +254,17 @@ def test_serve_with_no_servable_env_is_a_clear_error(tmp_path: Path):
     result = CliRunner().invoke(app, ["serve", str(tmp_path)])
     assert result.exit_code != 0
     assert "no env folders" in str(result.exception) or "no env folders" in result.output
+
+
+def test_an_idle_keep_alive_connection_outlives_a_trainers_pause_between_steps(server):
+    """A trainer's connection idles while the policy generates (seconds); uvicorn's default keep-alive
+    (5 s) closed it under the client, and a request sent as it closed got a reset (the K = 256 load test
+    on a loaded machine). The same socket still answers after 6 idle seconds."""
+    host, port = server.url.removeprefix("http://").split(":")
+    request = f"GET /health HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode()
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        for pause in (0, 6):
+            time.sleep(pause)
+            sock.sendall(request)
+            reply = sock.recv(65536)
+            assert reply.startswith(b"HTTP/1.1 200"), (pause, reply[:200])

@@ -144,7 +144,7 @@ def child_main(config: dict[str, Any]) -> None:
 
     from synth.use.server.guard import ServerGuards
     from synth.use.server.routing import Process
-    from synth.use.server.run import build
+    from synth.use.server.run import KEEP_ALIVE_SECONDS, build
 
     ppid = os.getppid()
     report = os.fdopen(config["ready_fd"], "w")
@@ -163,7 +163,8 @@ def child_main(config: dict[str, Any]) -> None:
         os.unlink(path)  # left by this index's previous process
     own.bind(path)
     own.listen(2048)
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=5))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=5,
+                                           timeout_keep_alive=KEEP_ALIVE_SECONDS))
 
     def announce() -> None:
         while not server.started and not server.should_exit:

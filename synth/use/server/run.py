@@ -58,9 +58,15 @@ def build(root: Path | str, *, trusted: bool = False, workers: int | None = None
     return app, loaded
 
 
+# How long an idle keep-alive connection stays open. uvicorn's default (5 s) is shorter than a trainer's
+# pause between two steps of an episode (the policy generating), and a client that sends on a
+# connection the server is closing gets a reset (the K = 256 load test saw it on a loaded machine).
+KEEP_ALIVE_SECONDS = 120
+
+
 def serve_forever(app: Any, host: str, port: int, log_level: str = "warning") -> None:
     try:
-        uvicorn.run(app, host=host, port=port, log_level=log_level)
+        uvicorn.run(app, host=host, port=port, log_level=log_level, timeout_keep_alive=KEEP_ALIVE_SECONDS)
     except OSError as exc:
         raise InputError(f"cannot listen on {host}:{port} ({exc.strerror}); pick another --port") from exc
 
@@ -80,7 +86,8 @@ class BackgroundServer:
         self.port = self._sock.getsockname()[1]
         self.url = f"http://{host}:{self.port}"
         self.startup_timeout = startup_timeout
-        config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=5)
+        config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=5,
+                                timeout_keep_alive=KEEP_ALIVE_SECONDS)
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._run, name=f"synth-server-{self.port}", daemon=True)
         self._error: BaseException | None = None
