@@ -212,3 +212,16 @@ def test_a_condition_that_undoes_a_fact_is_a_hedge(h):
     assert not h.states("TR-2025-039 is 5 seats short and TR-2025-041 is 9 seats short, unless the cancelled bus "
                         "22 assignment is reinstated, in which case TR-2025-041 has enough seats.", facts)
     assert not h.states("TR-2025-039 and, depending on the bus, TR-2025-041.", facts)
+
+
+def test_a_negation_does_not_reach_past_a_verb_to_the_value_the_answer_names(h):
+    """A real-model trial: "kits that list neither tree nuts nor peanuts are the Asian Fusion Tasting Kit (...)"
+    had the kit counted as denied by the "nor", so a correct answer lost the state reward."""
+    answer = ("The active tasting kits that list neither tree nuts nor peanuts are the Asian Fusion Tasting Kit "
+              "(TK-ASF-04), the Classic Plated Tasting Kit (TK-CLS-04) and the Vegetarian Garden Tasting Kit.")
+    kits = ["Asian Fusion Tasting Kit", "Classic Plated Tasting Kit", "Vegetarian Garden Tasting Kit"]
+    found = h.answer_facts(answer, kits + ["TK-ASF-04"], ["Southern Comfort Tasting Kit"])
+    assert found["missing"] == [] and found["denied"] == []
+    assert h.states(answer, kits, ["Southern Comfort Tasting Kit"])
+    # a negation right before a value still denies it
+    assert h.answer_facts("The nut-free kit is not the Asian Fusion Tasting Kit.", kits[:1], [])["denied"] == kits[:1]

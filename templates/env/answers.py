@@ -57,6 +57,10 @@ _REFUSAL = re.compile(r"\b(?:i|we)\s+(?:could\s*n[o']?t|couldn['\u2019]t|can\s*n
                       r"|['\u2019]m\s+unable|\bunable\s+to\b|\b(?:sorry|apologi[sz]e)\b|\bi['\u2019]m\s+afraid\b"
                       r"|\bnot\s+possible\b", re.I)
 _NEGATION_REACH = 3  # words between a "not" and the value it denies ("not Dr. Grace Kim"), no comma or colon
+# A verb after the negated words ends the negation's reach: in "kits that list neither tree nuts nor peanuts
+# are the Asian Fusion Kit" the "nor" denies the peanuts, not the kit ("not been paid" still denies "paid").
+_NEGATION_STOP = re.compile(r"\b(?:is|are|was|were|am|be|been|has|have|had|does|do|did|will|would|shall|should"
+                            r"|can|could|may|might|must|include|includes|included|remain|remains)\b", re.I)
 _NEGATION_BACK = 12  # words between a value and a later denial ("Grace Kim also ... is no longer active")
 
 
@@ -384,7 +388,9 @@ def _denied(text: str, mentions: list, wanted: list) -> set:
         after = [m for m in inside if m[0] >= cue.end()]
         before = [m for m in inside if m[1] <= cue.start()]
         gap = text[cue.end():after[0][0]] if after else ""
-        if after and len(_WORD.findall(gap)) <= _NEGATION_REACH and not re.search(r"[,:;]", gap):
+        words = _WORD.findall(gap)
+        if after and len(words) <= _NEGATION_REACH and not re.search(r"[,:;]", gap) \
+                and not any(_NEGATION_STOP.fullmatch(w) for w in words[1:]):
             spans = _adjacent(text, after, 0)
             out.update(m for m in after if (m[0], m[1]) in spans)
         elif before and len(_WORD.findall(text[before[-1][1]:cue.start()])) <= _NEGATION_BACK:
