@@ -160,6 +160,24 @@ def test_slots_fill_text_and_typed_arguments_and_refuse_attribute_access():
     assert calls[0].arguments == {"member_id": 3, "note": "Dune x3"}  # a whole slot keeps its type
 
 
+def test_two_slots_with_the_same_value_in_a_row_make_one_fact_of_an_instance(library: Path):
+    """A real-model trial: a summary template's first row had two counts of 1, and the repair turn called
+    fact '1' "listed twice", a rule about one row the model cannot see when it writes a template."""
+    from synth.artifacts import Fact, TaskTemplate, ToolCall
+    from synth.pipeline.tasks.instances import instance
+    template = TaskTemplate(template_id="boat_summary", kind="read", difficulty="easy",
+                            instruction="How many sessions and boats did {name} have?", query="SELECT 1",
+                            actions=[ToolCall(tool="search_books", arguments={"query": "{name}"})],
+                            expected_answer="{sessions} sessions on {boats} boats",
+                            facts=[Fact(value="{sessions}", kind="count"), Fact(value="{boats}", kind="count")],
+                            verifier_body="return rubric([])")
+    tools = {t.name: t for t in read_env_draft(library).tools}
+    same = instance(template, {"name": "Dune", "sessions": 1, "boats": 1}, 1, tools)
+    assert [(f.value, f.kind) for f in same.facts] == [("1", "count")]
+    other = instance(template, {"name": "Dune", "sessions": 3, "boats": 2}, 2, tools)
+    assert [f.value for f in other.facts] == ["3", "2"]
+
+
 def test_instances_continue_after_the_rows_used_and_skip_tasks_the_env_has(library: Path):
     from synth.pipeline.tasks.ask import to_template
     from synth.artifacts import TemplateDraft

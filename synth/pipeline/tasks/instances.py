@@ -193,8 +193,13 @@ def standalone_body(template: TaskTemplate, bindings: dict[str, Any]) -> str:
 
 def instance(template: TaskTemplate, row: dict[str, Any], number: int, tools: dict[str, ToolSpec]) -> Task:
     """The task that `row` (the query's row `number`, from 1) makes of `template` (raises SlotError)."""
-    facts = [Fact(value=fill(f.value, row), kind=f.kind) for f in template.facts] if template.facts is not None \
-        else None
+    facts = None
+    if template.facts is not None:  # two slots may hold the same value in a row ("3 sessions on 3 boats"): once
+        filled = {}
+        for f in template.facts:
+            value = fill(f.value, row)
+            filled.setdefault((value.casefold(), f.kind), Fact(value=value, kind=f.kind))
+        facts = list(filled.values())
     return Task(task_id=f"{template.template_id}_{number:03d}", instruction=fill(template.instruction, row),
                 kind=template.kind, difficulty=template.difficulty, split=template.split,
                 gold=fill_calls(template.actions, row, tools), expected_answer=fill(template.expected_answer, row),
