@@ -602,3 +602,57 @@ def test_tasks_the_check_loop_sends_back_are_repaired_in_one_batch_turn(tmp_path
     last = asks[0].body["messages"][-1]["content"]
     assert "## task_01" in last and "the red team's attempt earned 1.00" in last and "## task_02" in last
     assert all(o.passed for o in report.tasks.values())
+
+
+def test_a_batch_repair_cut_off_at_the_output_cap_is_asked_again_in_halves(tmp_path):
+    """A real-model trial: the check loop sent four tasks back together, their verifiers had grown to
+    hundreds of lines, and the one repair answer was cut off at the output cap four rounds running, until
+    the tasks were dropped. A cut-off repair of several tasks is now asked again in halves."""
+    env = make_verified_library(tmp_path)
+    draft = read_env_draft(env)
+
+    def entry(task_id):
+        task = GOLD[task_id]
+        out = {"task_id": task_id, "diagnosis": "as the findings say",
+               "actions": [{"tool": c.tool, "arguments": dict(c.arguments)} for c in task.gold],
+               "expected_answer": str(GOLD_ANSWERS[task_id]), "verifier_body": VERIFIER_BODIES[task_id]}
+        if task.kind == "read":
+            out["facts"] = TASK_01_FACTS
+        return out
+
+    script = (Script().add("gold", "city_library/task_01+task_02", Reply(text='{"tasks": [{"task_id": "task_01", "di',
+                                                                          truncated=True))
+              .add("gold", "city_library/task_01", Reply(json={"tasks": [entry("task_01")]}))
+              .add("gold", "city_library/task_02", Reply(json={"tasks": [entry("task_02")]})))
+    with FakeModelServer(script) as server, SandboxPool(workers=2, call_timeout=5) as pool:
+        settings = Settings(model="openai/test-model", base_url=server.openai_base_url, cache_dir=tmp_path / "c",
+                            retry_base_delay=0.01)
+        findings = {"task_01": ["the red team's attempt earned 1.00"], "task_02": ["a paraphrase scored 0.40"]}
+        _, report = asyncio.run(generate_gold(draft, Gateway(settings), settings, task_ids=list(findings),
+                                              feedback=findings, pool=pool))
+        asks = [r.subject for r in server.requests if r.stage == "gold" and r.status == 200]
+    assert asks == ["city_library/task_01+task_02", "city_library/task_01", "city_library/task_02"]
+    assert all(o.passed for o in report.tasks.values()), report.tasks
+
+
+def test_a_first_batch_answer_cut_off_is_asked_in_halves_and_a_single_task_cut_off_fails_with_the_reason(tmp_path):
+    env = make_verified_library(tmp_path)
+    draft = read_env_draft(env)
+    cut = Reply(text='{"tasks": [{"task_id": "task_01", "di', truncated=True)
+    script = (Script().add("gold", "city_library/task_01+task_02", cut)
+              .add("gold", "city_library/task_01", Reply(json={
+                  "actions": [{"tool": "search_books", "arguments": {"query": "Left Hand of Darkness"}}],
+                  "expected_answer": GOLD_ANSWERS["task_01"], "facts": TASK_01_FACTS,
+                  "verifier_body": VERIFIER_BODIES["task_01"]}))
+              .add("gold", "city_library/task_02", cut))
+    with FakeModelServer(script) as server, SandboxPool(workers=2, call_timeout=5) as pool:
+        settings = Settings(model="openai/test-model", base_url=server.openai_base_url, cache_dir=tmp_path / "c",
+                            retry_base_delay=0.01)
+        _, report = asyncio.run(generate_gold(draft, Gateway(settings), settings, task_ids=["task_01", "task_02"],
+                                              pool=pool))
+        asks = [r.subject for r in server.requests if r.stage == "gold" and r.status == 200]
+    # task_02 alone is asked again at the model's whole cap (settings.max_tokens), then given up
+    assert asks == ["city_library/task_01+task_02", "city_library/task_01", "city_library/task_02",
+                    "city_library/task_02"]
+    assert report.tasks["task_01"].passed and not report.tasks["task_02"].passed
+    assert "cut off at the output cap" in (report.tasks["task_02"].error or ""), report.tasks["task_02"]

@@ -6,7 +6,9 @@ go back to the same conversation in one repair turn that lists each one's proble
 gold calls returned, asking again for those tasks only. A real model's first answers fail on a few
 tasks of most batches (a probe the verifier pays for, a value it could not see); a repair turn per
 batch costs one call where a conversation per task would cost one per failing task, each carrying
-the whole prompt again.
+the whole prompt again. An answer cut off at the output cap is asked again in halves (a real-model
+trial's verifiers grew past the cap over the check loop's rounds, and a batch of four repairs was cut
+off four rounds running until its tasks were dropped).
 """
 
 from __future__ import annotations
@@ -78,8 +80,11 @@ async def solve_batch(solver: "GoldSolver", tasks: list[Task], feedback: dict[st
             batch = await solver.gateway.structured(GoldBatch, convo, stage=STAGE, subject=subject,
                                                     check=_check(solver, asking), sample=solver.sample, grow=False)
         except OutputTruncated:
-            if asking is tasks and not feedback:  # the first answer did not fit: ask for each half apart
+            if not latest and not feedback and len(tasks) > 1:  # the first answer did not fit: each half apart
                 return [r for half in halves(tasks) for r in await solver.solve_batch(half)]
+            if not latest and len(tasks) > 1:  # the check loop's repair of grown verifiers did not fit
+                return [r for half in halves(tasks) for r in await solve_batch(
+                    solver, half, {t.task_id: feedback.get(t.task_id, []) for t in half}, rounds)]
             return _finish(tasks, latest, outcomes, "a repair answer was cut off at the output cap")
         except (ModelError, SynthError) as exc:
             if not latest:
