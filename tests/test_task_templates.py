@@ -322,3 +322,34 @@ def test_the_run_step_is_recorded_in_the_run_store_and_not_repeated(fake_model, 
         assert len(fake_model.requests) == calls
     finally:
         store.close()
+
+
+def test_a_run_resumed_after_its_env_was_recorded_verified_still_does_the_tasks_step(fake_model, tmp_path: Path):
+    """A real-model trial was killed while the tasks step of four verified envs waited on the model; the
+    env items were already done, so the next run reported them verified and never asked for templates."""
+    import shutil
+
+    from synth.artifacts import Scenario
+    from synth.pipeline.runner import ENV_STAGE, build_and_verify
+    from synth.pipeline.store import RunStore
+    from synth.pipeline.tasks.in_run import STORE_STAGE
+
+    out = tmp_path / "out"
+    env = out / "envs" / ENV
+    shutil.copytree(make_verified_library(tmp_path / "lib"), env)
+    script_templates(fake_model, {"copies_owned": MOSTLY_WRONG, "check_out_for_member": checkout_template(True),
+                                  "reserve_for_member": reserve_template()})
+    s = settings(fake_model, tmp_path)
+    store = RunStore.open(out, "run-x")
+    try:
+        store.start(ENV_STAGE, ENV)
+        store.finish(ENV_STAGE, ENV, {"env_id": ENV, "status": "verified", "stage": "verify", "path": str(env),
+                                      "reason": None, "lost": []})
+        store.start(STORE_STAGE, ENV)  # the kill came here
+        outcome = asyncio.run(build_and_verify(Scenario(name="City Library", description="-", category="library"), Gateway(s), s, out,
+                                               store=store))
+        assert outcome.status == "verified" and outcome.resumed
+        assert store.is_done(STORE_STAGE, ENV) and store.get(STORE_STAGE, ENV)["output"]["added"] > 0
+        assert any(r.stage == "templates" for r in fake_model.requests)
+    finally:
+        store.close()

@@ -154,6 +154,8 @@ async def build_and_verify(scenario: Scenario, gateway: Gateway, settings: Setti
         if outcome.status != "verified" or _status(final) == "verified":
             show.finished("build", outcome.stage == "verify")
             show.finished("verify", outcome.status == "verified")
+            if outcome.status == "verified" and executor is None:  # a kill may have stopped its tasks step
+                await _with_templates(final, gateway, settings, store, pool, show)
             return outcome
     started = False
     if _status(final) == "verified":  # verified before a kill could record it
