@@ -346,8 +346,11 @@ def test_a_run_resumed_after_its_env_was_recorded_verified_still_does_the_tasks_
         store.finish(ENV_STAGE, ENV, {"env_id": ENV, "status": "verified", "stage": "verify", "path": str(env),
                                       "reason": None, "lost": []})
         store.start(STORE_STAGE, ENV)  # the kill came here
-        outcome = asyncio.run(build_and_verify(Scenario(name="City Library", description="-", category="library"), Gateway(s), s, out,
-                                               store=store))
+        from synth.pipeline.executor import LocalExecutor
+        gateway = Gateway(s)
+        local = LocalExecutor(s, gateway=gateway, out=out, store=store, pool=None)  # what `synth run` passes
+        outcome = asyncio.run(build_and_verify(Scenario(name="City Library", description="-", category="library"),
+                                               gateway, s, out, store=store, executor=local))
         assert outcome.status == "verified" and outcome.resumed
         assert store.is_done(STORE_STAGE, ENV) and store.get(STORE_STAGE, ENV)["output"]["added"] > 0
         assert any(r.stage == "templates" for r in fake_model.requests)

@@ -137,6 +137,12 @@ def _status(env_dir: Path) -> str | None:
 # ---------------------------------------------------------------------------- one env
 
 
+def _in_process(executor: Any) -> bool:
+    """Does the env's work run in this process (no executor, or the local one)? A resumed tasks step runs
+    here then; with Ray it is the remote worker's part of the env's work."""
+    return executor is None or getattr(executor, "name", None) == "local"
+
+
 async def build_and_verify(scenario: Scenario, gateway: Gateway, settings: Settings, out: Path, *,
                            store: RunStore | None = None, pool: Any = None,
                            progress: Progress | None = None, executor: Any = None) -> EnvOutcome:
@@ -154,13 +160,13 @@ async def build_and_verify(scenario: Scenario, gateway: Gateway, settings: Setti
         if outcome.status != "verified" or _status(final) == "verified":
             show.finished("build", outcome.stage == "verify")
             show.finished("verify", outcome.status == "verified")
-            if outcome.status == "verified" and executor is None:  # a kill may have stopped its tasks step
+            if outcome.status == "verified" and _in_process(executor):  # a kill may have stopped its tasks step
                 await _with_templates(final, gateway, settings, store, pool, show)
             return outcome
     started = False
     if _status(final) == "verified":  # verified before a kill could record it
         outcome = EnvOutcome(env_id, "verified", "verify", str(final), resumed=True)
-        if executor is None:  # the kill may have come during its tasks step
+        if _in_process(executor):  # the kill may have come during its tasks step
             await _with_templates(final, gateway, settings, store, pool, show)
     else:
         if gateway.usage.budget_reached:
