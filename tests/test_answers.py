@@ -225,3 +225,11 @@ def test_a_negation_does_not_reach_past_a_verb_to_the_value_the_answer_names(h):
     assert h.states(answer, kits, ["Southern Comfort Tasting Kit"])
     # a negation right before a value still denies it
     assert h.answer_facts("The nut-free kit is not the Asian Fusion Tasting Kit.", kits[:1], [])["denied"] == kits[:1]
+
+
+def test_numbers_written_as_tens_and_units_are_numbers(h):
+    """Players of a real-model trial: a correct "twenty-two" lost the state reward for a missing 22."""
+    assert h.states("There are twenty-two seats left.", [22], [21, 23])
+    assert [str(n) for n in h.stated_numbers("forty one people, twenty boats, nineteen and a half hours")] == \
+        ["19.5", "20", "41"]
+    assert not h.states("There are twenty-three seats left.", [22], [21, 23])

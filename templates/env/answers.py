@@ -26,8 +26,11 @@ _TIME_OCLOCK = re.compile(r"\b(\d{1,2})\s*o['\u2019]?\s?clock\b", re.I)
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 _NUMBER_WORDS = {w: i for i, w in enumerate(
     "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
-    "seventeen eighteen nineteen twenty".split())}
-_NUMBER_WORD = re.compile(r"\b(" + "|".join(_NUMBER_WORDS) + r")(\s+and\s+a\s+half)?\b", re.I)
+    "seventeen eighteen nineteen".split())}
+_TENS = {w: 10 * i for i, w in enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split(), 2)}
+# "twenty-two" and "forty one" are numbers too (a real-model trial's correct "twenty-two" missed its 22)
+_NUMBER_WORD = re.compile(r"\b(?:(" + "|".join(_TENS) + r")(?:[-\s]+(" + "|".join(list(_NUMBER_WORDS)[1:10])
+                          + r"))?|(" + "|".join(_NUMBER_WORDS) + r"))(\s+and\s+a\s+half)?\b", re.I)
 _ISO_DATE = re.compile(r"^\s*(\d{4})-(\d{2})-(\d{2})\s*$")
 _ISO_DATETIME = re.compile(r"^\s*(\d{4})-(\d{2})-(\d{2})[ T](\d{1,2}):(\d{2})(?::\d{2}(?:\.\d+)?)?\s*$")
 _CLOCK = re.compile(r"^\s*(\d{1,2}):(\d{2})(?::\d{2})?\s*$")
@@ -248,8 +251,10 @@ def _scan_numbers(text: str, taken: list) -> list:
                 out.append((s, e, decimal.Decimal(sign + piece)))
     for m in _NUMBER_WORD.finditer(text):
         if not any(s < m.end() and m.start() < e for s, e in taken):
-            half = decimal.Decimal("0.5") if m.group(2) else 0
-            out.append((m.start(), m.end(), decimal.Decimal(_NUMBER_WORDS[m.group(1).lower()]) + half))
+            half = decimal.Decimal("0.5") if m.group(4) else 0
+            value = _TENS[m.group(1).lower()] + (_NUMBER_WORDS[m.group(2).lower()] if m.group(2) else 0) \
+                if m.group(1) else _NUMBER_WORDS[m.group(3).lower()]
+            out.append((m.start(), m.end(), decimal.Decimal(value) + half))
     return out
 
 
