@@ -144,6 +144,7 @@ def test_slots_fill_text_and_typed_arguments_and_refuse_attribute_access():
     row = {"member_id": 3, "title": "Dune", "price": 4.5, "when": "2025-06-05"}
     assert fill("Check out {title} for {price:.2f} on {when}", row) == "Check out Dune for 4.50 on 2025-06-05"
     assert fill("{price} dollars", row) == "4.5 dollars"
+    assert fill("{hours:g} hours, {price:,.2f}", {"hours": 6.0, "price": 1240.0}) == "6 hours, 1,240.00"
     assert slot_names("{a} and {b:.2f}") == ["a", "b"]
     for bad in ("{title.__class__}", "{title[0]}"):  # no attribute or index access
         with pytest.raises(SlotError):

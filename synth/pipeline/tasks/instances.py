@@ -29,7 +29,9 @@ from synth.folder.rules import InvariantError, run_query
 from synth.use.replay import canonical
 
 MAX_QUERY_ROWS = 2000  # rows of a template's query read at most
-_SPEC_RE = re.compile(r"^[<>^]?[+-]?\d{0,2},?(\.\d)?[dfs%]?$")  # format specs a slot may use (bounded width)
+# format specs a slot may use (bounded width); 'g' drops a float's needless zeros (6.0 -> "6"), which
+# real-model templates used for amounts and hours
+_SPEC_RE = re.compile(r"^[<>^]?[+-]?\d{0,2},?(\.\d)?[dfgs%]?$")
 _WHOLE_SLOT = re.compile(r"^\{([A-Za-z_][A-Za-z0-9_]*)\}$")
 
 
@@ -60,7 +62,7 @@ class _Slots(string.Formatter):
         if not format_spec:
             return shown(value)
         if not _SPEC_RE.match(format_spec):
-            raise SlotError(f"format spec {format_spec!r} is not allowed (use e.g. .2f, or none)")
+            raise SlotError(f"format spec {format_spec!r} is not allowed (use .2f, g, d, ',' or none)")
         try:
             return format(value, format_spec)
         except (TypeError, ValueError) as exc:
