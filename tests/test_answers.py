@@ -233,3 +233,11 @@ def test_numbers_written_as_tens_and_units_are_numbers(h):
     assert [str(n) for n in h.stated_numbers("forty one people, twenty boats, nineteen and a half hours")] == \
         ["19.5", "20", "41"]
     assert not h.states("There are twenty-three seats left.", [22], [21, 23])
+
+
+def test_a_date_without_its_year_or_a_time_without_am_pm_states_the_expected_value_not_a_wrong_one(h):
+    """Players of a real-model trial: "June 20" also matched a wrong 2026-06-20, and the answer failed."""
+    assert h.states("The trip leaves on June 20.", ["2025-06-20"], ["2026-06-20", "2025-06-21"])
+    assert h.states("Pickup is at 9:30.", [{"value": "09:30", "kind": "time"}], [{"value": "21:30", "kind": "time"}])
+    assert not h.states("The trip leaves on 2026-06-20.", ["2025-06-20"], ["2026-06-20"])
+    assert not h.states("June 20 or June 21.", ["2025-06-20"], ["2025-06-21"])  # still a hedge

@@ -335,6 +335,10 @@ def answer_facts(answer: Any, expected: Any, wrong: Any = ()) -> dict:
                 if k[1][1] in ms and near is not None and any(d[1:] == k[1][0][1:] and d[0] in (None, k[1][0][0])
                                                                for d in near[2]):
                     mentions.append((s, e, i))
+    # A span that states an expected value is not also a wrong one: "June 20" (no year) or "9:30" (no am/pm)
+    # fits the expected 2025-06-20 or 09:30 and a wrong value alike, and a correct answer may leave that out.
+    right_spans = {(s, e) for s, e, i in mentions if candidates[i][2]}
+    mentions = [(s, e, i) for s, e, i in mentions if candidates[i][2] or (s, e) not in right_spans]
     denied = _denied(text, mentions, [r for _, _, r in candidates])
     said = {i for s, e, i in mentions if (s, e, i) not in denied}
     for i, (v, k, is_right) in enumerate(candidates):  # "unpaid" said as "it has not been paid"
