@@ -51,6 +51,9 @@ def run_in_pty(args: list[str], cwd: Path, env: dict[str, str], timeout: float =
     def controlling_terminal() -> None:
         os.setsid()
         fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+        # A user's shell starts commands with Ctrl-C at its default; a test process may have inherited it
+        # ignored (an earlier test's library), and Python then never turns SIGINT into KeyboardInterrupt.
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
 
     proc = subprocess.Popen(args, cwd=cwd, env=env, stdin=slave, stdout=slave, stderr=slave, close_fds=True,
                             preexec_fn=controlling_terminal if interrupt_when else None)
