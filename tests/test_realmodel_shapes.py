@@ -28,7 +28,7 @@ from envkit import GOLD_ANSWERS, TASKS, VERIFIER_BODIES
 from verifykit import make_verified_library, proposed_tests, set_verifier_body
 
 from fake_server import FakeModelServer
-from synth.artifacts import (Expectation, Invariant, Observation, Rules, Scenario, Task, ToolCall, ToolParam, ToolSpec,
+from synth.artifacts import (Expectation, Invariant, Observation, Rules, Scenario, Task, ToolParam, ToolSpec,
                              ToolTest, ToolTestSet, ToolTestDraft)
 from synth.config import Settings
 from synth.folder.database import build_database, open_bytes
@@ -88,6 +88,18 @@ def tools_for(tables: list[str], per_table: int, *, read_only: bool | None = Non
 
 # --------------------------------------------------------------------------- 1. a tool list in parts
 
+
+
+def batch_entry(task_id: str, verifier: str | None = None, diagnosis: str | None = None) -> dict:
+    """One task's answer in a gold batch: its gold calls and answer, the given verifier or its own."""
+    task = GOLD[task_id]
+    out = {"task_id": task_id, "actions": [{"tool": c.tool, "arguments": dict(c.arguments)} for c in task.gold],
+           "expected_answer": str(GOLD_ANSWERS[task_id]), "verifier_body": verifier or VERIFIER_BODIES[task_id]}
+    if diagnosis:
+        out["diagnosis"] = diagnosis
+    if task.kind == "read":
+        out["facts"] = TASK_01_FACTS
+    return out
 
 def test_seventy_tools_over_three_parts_each_part_told_and_held_to_its_budget(tmp_path):
     """Three parts of eight tables each once answered 23-24 tools apiece (70 in all, against a limit of
@@ -518,12 +530,7 @@ def test_failing_answers_of_a_gold_batch_are_repaired_together_in_one_turn(tmp_p
         draft.verifier_bodies.pop(task_id)
 
     def entry(task_id, verifier=None):
-        task = GOLD[task_id]
-        out = {"task_id": task_id, "actions": [{"tool": c.tool, "arguments": dict(c.arguments)} for c in task.gold],
-               "expected_answer": str(GOLD_ANSWERS[task_id]), "verifier_body": verifier or VERIFIER_BODIES[task_id]}
-        if task.kind == "read":
-            out["facts"] = TASK_01_FACTS
-        return out
+        return batch_entry(task_id, verifier=verifier)
 
     loose = 'return rubric([check("looks fine", True)])'
     first = {"tasks": [entry("task_01", loose), entry("task_02", loose), entry("task_03")]}
@@ -579,13 +586,7 @@ def test_tasks_the_check_loop_sends_back_are_repaired_in_one_batch_turn(tmp_path
     draft = read_env_draft(env)
 
     def entry(task_id):
-        task = GOLD[task_id]
-        out = {"task_id": task_id, "diagnosis": "as the findings say",
-               "actions": [{"tool": c.tool, "arguments": dict(c.arguments)} for c in task.gold],
-               "expected_answer": str(GOLD_ANSWERS[task_id]), "verifier_body": VERIFIER_BODIES[task_id]}
-        if task.kind == "read":
-            out["facts"] = TASK_01_FACTS
-        return out
+        return batch_entry(task_id, diagnosis="as the findings say")
 
     script = Script().add("gold", "city_library/task_01+task_02", Reply(json={"tasks": [entry("task_01"),
                                                                                       entry("task_02")]}))
@@ -612,13 +613,7 @@ def test_a_batch_repair_cut_off_at_the_output_cap_is_asked_again_in_halves(tmp_p
     draft = read_env_draft(env)
 
     def entry(task_id):
-        task = GOLD[task_id]
-        out = {"task_id": task_id, "diagnosis": "as the findings say",
-               "actions": [{"tool": c.tool, "arguments": dict(c.arguments)} for c in task.gold],
-               "expected_answer": str(GOLD_ANSWERS[task_id]), "verifier_body": VERIFIER_BODIES[task_id]}
-        if task.kind == "read":
-            out["facts"] = TASK_01_FACTS
-        return out
+        return batch_entry(task_id, diagnosis="as the findings say")
 
     script = (Script().add("gold", "city_library/task_01+task_02", Reply(text='{"tasks": [{"task_id": "task_01", "di',
                                                                           truncated=True))
