@@ -68,6 +68,9 @@ class Settings(BaseModel):
     verifier_rounds: int = Field(2, ge=1, description="rounds the check loop may add past --check-rounds to repair "
                                  "and recheck verifiers the reward agents or gates blame (a finding always gets a "
                                  "repair)")
+    task_repairs: int = Field(2, ge=1, description="verifier repairs a task gets in the check loop; a task still "
+                              "blamed after them is set aside (no more repairs or reward agents) and dropped at the "
+                              "end, when at least half the env's tasks remain")
     check_pass_rate: float = Field(0.95, ge=0, le=1, description="share of check-loop tests that must pass")
     tool_timeout: float = Field(5.0, gt=0, description="wall-clock seconds per sandboxed tool call")
     probe_threshold: float = Field(0.5, gt=0, le=1, description="an exploit probe (or a red-team attempt) "

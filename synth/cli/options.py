@@ -33,8 +33,8 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "build": ("parallel_envs", "build_repair_rounds", "tool_timeout"),
     "tasks": ("templates", "per_template", "template_sample", "judge_model", "judge_base_url", "probe_threshold",
               "probe_margin", "tool_timeout", "allow_weak_sandbox"),
-    "verify": ("check_rounds", "verifier_rounds", "check_pass_rate", "tool_timeout", "judge_model", "judge_base_url", "probe_threshold",
-               "probe_margin", "allow_weak_sandbox"),
+    "verify": ("check_rounds", "verifier_rounds", "task_repairs", "check_pass_rate", "tool_timeout", "judge_model",
+               "judge_base_url", "probe_threshold", "probe_margin", "allow_weak_sandbox"),
 }
 SHORT = {"model": "-m"}
 PANEL = f"Settings (also in {CONFIG_FILE} or {ENV_PREFIX}* variables; see `synth config`)"

@@ -22,7 +22,9 @@ Each round runs these steps, independent ones side by side (bounded by --concurr
    verification (never shipped as a warning). Otherwise repair: blamed tools
    get a new body (stages/check/check_repair.py) and their tests rerun next round;
    tasks blamed get new gold actions/verifiers (stages/check/gold.py).
-Every repair is recorded with its evidence and code before and after.
+Every repair is recorded with its evidence and code before and after. A task gets at most
+settings.task_repairs verifier repairs; blamed again after them, it is set aside (no more repairs or
+reward agents), and once only such tasks are left the loop ends and verify drops them.
 settings.check_rounds bounds the rounds; a verifier blamed in the last of them
 still gets its repair and recheck, up to settings.verifier_rounds more rounds.
 The reasons of a loop that ends unfinished are kept. Every test ends up in
@@ -72,6 +74,7 @@ class RoundReport(BaseModel):
     errors: list[str] = Field(default_factory=list)
     agents: dict[str, Any] = Field(default_factory=dict)  # task -> reward agent -> what it found
     new_cases: int = 0  # verifier regression cases added this round
+    set_aside: list[str] = Field(default_factory=list)  # tasks still blamed after settings.task_repairs repairs
 
 
 class CheckLoopResult(BaseModel):
@@ -132,6 +135,8 @@ class CheckLoop(LoopRepairs):
         self.repairs: dict[str, list[str]] = {}  # tool -> diagnoses of its earlier repairs
         self.agents = AgentBook(draft.verifier_tests)  # what the reward agents already checked
         self.gold_report: GoldReport | None = None  # of the gold written inside the loop, if any
+        self.task_repairs: dict[str, int] = {}  # task -> verifier repairs it had in this loop
+        self.set_aside: set[str] = set()  # tasks out of repairs: left to verify's drop
 
     async def _gather(self, calls: list, errors: list[str], labels: list[str]) -> list:
         """Run model-bound calls together; record item errors, remember a budget stop."""
@@ -259,8 +264,8 @@ class CheckLoop(LoopRepairs):
                 break
             self._save()
             by_agents = Findings()
-            await asyncio.gather(self.test_and_judge(report), self.reward_agents(report, by_agents,
-                                                                                 self._broken(gates)))
+            await asyncio.gather(self.test_and_judge(report), self.reward_agents(
+                report, by_agents, self._broken(gates) | self.set_aside))
             if self.budget is not None:
                 break
             self.apply_description_fixes(report)
@@ -276,21 +281,37 @@ class CheckLoop(LoopRepairs):
             report.test_wrong = sum(t.verdict == "test_wrong" for t in self.tests)
             report.gates = {g.name: g.passed for g in gates}
             report.failing_tools = sorted(found.failing_tests)
+            report.set_aside = self._set_aside(found)
             met = report.pass_rate >= self.settings.check_pass_rate and all(g.passed for g in gates)
             if met and not found.blamed_tools() and not found.tasks:
                 return self._result(rounds, gates, passed=True)
+            tools_clean = report.pass_rate >= self.settings.check_pass_rate and not found.blamed_tools()
+            if tools_clean and not found.tasks and self.set_aside:
+                break  # what is left is tasks out of repairs: verify drops them, another round changes nothing
             if number >= self.settings.check_rounds:
                 # Past the tool rounds, only a verifier finding on clean tools buys another round (its
                 # repair and recheck); a tool still failing blocks verification whatever else is fixed.
-                tools_clean = report.pass_rate >= self.settings.check_pass_rate and not found.blamed_tools()
                 if not (tools_clean and found.tasks) or extra >= self.settings.verifier_rounds:
                     break
                 extra += 1
             await self.repair(report, found)
+            for task_id in report.repaired_tasks:
+                self.task_repairs[task_id] = self.task_repairs.get(task_id, 0) + 1
             if self.budget is not None:
                 break
         self._save()
         return self._result(rounds, gates, passed=False)
+
+    def _set_aside(self, found: Findings) -> list[str]:
+        """Tasks blamed again after settings.task_repairs repairs leave the findings: a trial showed a
+        verifier that two repairs did not settle rarely settles later, while each further round
+        resends it to the gold stage and the reward agents. Returns the tasks set aside this round."""
+        out = sorted(t for t in found.tasks if self.task_repairs.get(t, 0) >= self.settings.task_repairs)
+        for task_id in out:
+            found.tasks.pop(task_id)
+            found.verifier_suspect.discard(task_id)
+        self.set_aside.update(out)
+        return out
 
     async def test_and_judge(self, report: RoundReport) -> None:
         await self.run_tests(report)
