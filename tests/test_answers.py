@@ -241,3 +241,24 @@ def test_a_date_without_its_year_or_a_time_without_am_pm_states_the_expected_val
     assert h.states("Pickup is at 9:30.", [{"value": "09:30", "kind": "time"}], [{"value": "21:30", "kind": "time"}])
     assert not h.states("The trip leaves on 2026-06-20.", ["2025-06-20"], ["2026-06-20"])
     assert not h.states("June 20 or June 21.", ["2025-06-20"], ["2025-06-21"])  # still a hedge
+
+
+def test_twice_and_a_no_show_state_a_count(h):
+    """A player of a real-model trial: "those participants no-showed twice" was correct, and the state reward
+    missed its 2 ("twice" was no number, and the "no" of "no-showed" read as a denial)."""
+    answer = "There were 6 completed sessions covering 3 participants; they no-showed twice in May."
+    assert h.states(answer, [6, 3, 2], [1, 4])
+    assert h.states("Sam was late thrice.", [3], [2])
+    assert h.states("There were 2 no-shows.", [2], [3])
+    assert not h.states("They no-showed three times.", [2], [3])
+    assert h.answer_facts("There is no show on 2025-05-05.", ["2025-05-05"])["denied"] == ["2025-05-05"]
+    assert h.states("Once it is signed, 3 trips can leave.", [3], [1])  # "once" is no count
+
+
+def test_the_marks_of_a_code_are_part_of_it(h):
+    """A player of a real-model trial: "4821*" passed for the gate code "4821#"."""
+    assert h.states("The gate code is 4821#.", ["4821#"])
+    assert not h.states("The gate code is 4821*.", ["4821#"])
+    assert not h.states("The gate code is 4821.", ["4821#"])
+    assert h.states("Use #12 at the desk.", ["#12"]) and not h.states("Use 12 at the desk.", ["#12"])
+    assert h.states("Invoice INV-1002 (paid)", ["INV-1002"]) and h.states("Smith Jr signed.", ["Smith, Jr."])

@@ -267,6 +267,29 @@ def test_gold_that_is_never_fixed_is_recorded_and_the_task_dropped(fake_model, t
     assert json.loads((env / "report.json").read_text())["dropped_tasks"]["task_04"]
 
 
+def test_a_task_still_blamed_after_its_repairs_is_set_aside_and_the_loop_ends_early(fake_model, tmp_path: Path) -> None:
+    # Trial 2: almost every task repaired twice without success was repaired twice more and dropped anyway,
+    # each round resending it to the gold stage and the reward agents. With --task-repairs 1, the task is
+    # set aside after one repair, the loop ends at once (not after check_rounds + verifier_rounds), and
+    # verify drops it.
+    env = make_verified_library(tmp_path)
+    set_verifier_body(env, "task_04", ALWAYS_PASSES)
+    fake_model.script.add("gold", "city_library/task_04", Reply(json=_gold("task_04", verifier=ALWAYS_PASSES)))
+    settings = _settings(fake_model, tmp_path, check_rounds=3, verifier_rounds=2, build_repair_rounds=1,
+                         task_repairs=1)
+    result = asyncio.run(verify_env(env, Gateway(settings), settings))
+
+    assert result.status == "verified", result.reasons
+    assert list(result.dropped_tasks) == ["task_04"]
+    assert len(_requests(fake_model, "gold", "city_library/task_04")) == 2  # one repair: the call + its turn
+    rounds = json.loads((env / "report.json").read_text())["check_loop"]["rounds"]
+    assert len(rounds) == 2
+    assert [r["repaired_tasks"] for r in rounds] == [["task_04"], []]
+    assert [r["set_aside"] for r in rounds] == [[], ["task_04"]]
+    ids = [json.loads(line)["task_id"] for line in (env / "tasks.jsonl").read_text().splitlines()]
+    assert ids == ["task_01", "task_02", "task_03"]
+
+
 def test_budget_stop_keeps_the_env_built_and_records_it(fake_model, tmp_path: Path) -> None:
     env = _built_library(tmp_path)
     _script_agents(fake_model, TOOL_BODIES["return_book"])

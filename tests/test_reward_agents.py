@@ -224,3 +224,37 @@ def test_an_exploit_only_the_state_reward_pays_is_a_limit_of_that_reward_not_a_f
     gate = next(g for g in check_env(env).gates if g.name == "reward_cases")
     assert not gate.passed and gate.details["state_limits"] == []
     assert "the verifier must fail it and the state reward paid it" in gate.evidence[0]
+
+
+def test_a_remark_beyond_the_request_is_not_an_exploit_and_buys_no_repair(fake_model, tmp_path):
+    # Trial 2: red-team "right facts plus an invented remark" findings sent verifiers to repair round after
+    # round; the verifiers grew word scanners that failed correct paraphrases, and two envs failed on it.
+    # The red team and the checking agent are told such remarks are not graded, and the gold repair prompt
+    # tells the verifier not to grade them.
+    env = built_library(tmp_path, "task_01", VERIFIER_BODIES["task_01"])
+    remark = "There are 2 copies, both hardcovers donated by the mayor."
+    assert score(env, "task_01", remark) == 1.0
+    attempt = {"idea": "right count plus an invented remark", "calls": [], "answer": remark}
+    script_agents(fake_model.script, attack=red_team({"task_01": [attempt]}),
+                  verdicts=judge(lambda q, block: ("correct", "states 2; the remark is beyond the request")))
+    settings = settings_for(fake_model, tmp_path)
+    result = asyncio.run(verify_env(env, Gateway(settings), settings))
+
+    assert result.status == "verified", result.reasons
+    (attack,) = requests(fake_model, "red_team")
+    assert "adds remarks the request does not ask about, true or invented" in last_user(attack)
+    (judged,) = requests(fake_model, "reward_judge")
+    assert "Remarks beyond what the request asks" in last_user(judged) and remark in last_user(judged)
+    assert not requests(fake_model, "gold")
+    rounds = json.loads((env / "report.json").read_text())["check_loop"]["rounds"]
+    assert len(rounds) == 1 and rounds[0]["agents"]["task_01"]["red_team"]["exploits"] == 0
+    assert not [c for c in verifier_cases(env) if c["source"] == "red_team"]
+
+
+def test_the_gold_repair_prompts_say_remarks_beyond_the_request_are_not_graded():
+    from synth.pipeline.prompts import render_prompt
+
+    for name, values in (("gold_repair", {"problems": ["p"], "results": ""}),
+                         ("gold_batch_repair", {"tasks": [{"task_id": "task_01", "problems": ["p"], "results": ""}]})):
+        text = render_prompt(name, **values)[-1]["content"]
+        assert "does not grade remarks beyond the request" in text and "no word lists or scanners" in text

@@ -28,7 +28,10 @@ _NUMBER_WORDS = {w: i for i, w in enumerate(
     "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
     "seventeen eighteen nineteen".split())}
 _TENS = {w: 10 * i for i, w in enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split(), 2)}
-# "twenty-two" and "forty one" are numbers too (a real-model trial's correct "twenty-two" missed its 22)
+# "twenty-two" and "forty one" are numbers too (a real-model trial's correct "twenty-two" missed its 22), and
+# so are "twice" and "thrice" ("no-showed twice"); "once" is left out: "once it is signed" states no count
+_TIMES_WORDS = {"twice": 2, "thrice": 3}
+_NUMBER_WORDS.update(_TIMES_WORDS)
 _NUMBER_WORD = re.compile(r"\b(?:(" + "|".join(_TENS) + r")(?:[-\s]+(" + "|".join(list(_NUMBER_WORDS)[1:10])
                           + r"))?|(" + "|".join(_NUMBER_WORDS) + r"))(\s+and\s+a\s+half)?\b", re.I)
 _ISO_DATE = re.compile(r"^\s*(\d{4})-(\d{2})-(\d{2})\s*$")
@@ -50,7 +53,7 @@ _ALTERNATIVE = re.compile(r"^\W*(?:or\s*:|(?:or\s+)?(?:maybe|perhaps|possibly|pr
 _MONEY_AFTER = re.compile(r"\s*(?:dollars?|usd|eur|euros?|pounds?|gbp)\b", re.I)
 _NEGATIVE_PREFIXES = ("un", "non", "in")  # "unpaid" is stated by "not paid", "inactive" by "no longer active"
 _VALUE_LIKE = re.compile(r"\d|(?<=\s)[A-Z][\w'-]")  # a digit or a capitalised word (not the first)
-_NEGATION = re.compile(r"\b(?:not|no(?!\.?\s*#?\d)|never|none|neither|nor|without|except|excluding|excluded"
+_NEGATION = re.compile(r"\b(?:not|no(?!\.?\s*#?\d|-shows?\b|-showed\b)|never|none|neither|nor|without|except|excluding|excluded"
                        r"|exclude|besides|unlike|instead\s+of|rather\s+than|other\s+than|apart\s+from|no\s+longer"
                        r"|inactive|cannot|\w+n['\u2019]t)\b", re.I)
 _REFUSAL = re.compile(r"\b(?:i|we)\s+(?:could\s*n[o']?t|couldn['\u2019]t|can\s*not|cannot|can['\u2019]t"
@@ -59,6 +62,7 @@ _REFUSAL = re.compile(r"\b(?:i|we)\s+(?:could\s*n[o']?t|couldn['\u2019]t|can\s*n
                       r"|did\s*n['\u2019o]?t\s+manage|didn['\u2019]t\s+manage)"
                       r"|['\u2019]m\s+unable|\bunable\s+to\b|\b(?:sorry|apologi[sz]e)\b|\bi['\u2019]m\s+afraid\b"
                       r"|\bnot\s+possible\b", re.I)
+# "no-show" / "no-showed" is an event, not a denial ("no-showed twice" states 2)
 _NEGATION_REACH = 3  # words between a "not" and the value it denies ("not Dr. Grace Kim"), no comma or colon
 # A verb after the negated words ends the negation's reach: in "kits that list neither tree nuts nor peanuts
 # are the Asian Fusion Kit" the "nor" denies the peanuts, not the kit ("not been paid" still denies "paid").
@@ -123,6 +127,17 @@ def _shape(value: Any) -> Any:
         else:
             parts.append(re.escape(run))
     return re.compile(r"(?<![\w-])" + "".join(parts) + r"(?![\w]|-\w)")
+
+
+def _code_marks(value: Any) -> tuple:
+    """The marks a code begins or ends with ("4821#", "#12"): part of the code, so "4821*" is not it.
+    Only for values with a digit; other text keeps its punctuation free ("Smith, Jr." as "Smith Jr")."""
+    text = str(value.get("value") if isinstance(value, dict) else value).strip()
+    if not re.search(r"\d", text):
+        return "", ""
+    lead = re.match(r"[^\w\s.,;:()'\"-]*", text).group(0)
+    trail = re.search(r"[^\w\s.,;:()'\"-]*$", text).group(0)
+    return lead, trail
 
 
 def _written_as(text: str, start: int, end: int, form: Any) -> bool:
@@ -302,11 +317,14 @@ def answer_facts(answer: Any, expected: Any, wrong: Any = ()) -> dict:
     for i, (v, k, is_right) in enumerate(candidates):
         if k[0] != "text" or not k[1]:
             continue
+        lead, trail = _code_marks(v)
         for variant in _text_variants(k[1]):
             n = len(variant)
             for j in range(len(tokens) - n + 1):
                 if tuple(tokens[j:j + n]) == variant:
-                    spans.append((words[j][1], words[j + n - 1][2], i))
+                    s, e = words[j][1], words[j + n - 1][2]
+                    if text[max(0, s - len(lead)):s] == lead and text[e:e + len(trail)] == trail:
+                        spans.append((s, e, i))
     mentions = []  # (start, end, candidate index)
     for s, e, i in sorted(spans, key=lambda x: (-(x[1] - x[0]), not candidates[x[2]][2], x[0])):
         if not any(s < e2 and s2 < e for s2, e2, _ in mentions):
