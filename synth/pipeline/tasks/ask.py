@@ -189,7 +189,8 @@ class TemplateAsker:
 
     def messages(self, kind: str, count: int, taken: list[TaskTemplate]) -> list[dict[str, str]]:
         return self.context.messages(
-            STAGE, kind=kind, count=count, mix=mix(count), rows=ROWS_WANTED, existing=self.existing(taken),
+            STAGE, kind=kind, count=count, mix=mix(count), rows=ROWS_WANTED, hard_calls=HARD_CALLS,
+            existing=self.existing(taken),
             data_dump=data_dump(self.db_bytes, None, rows=DATA_ROWS), imports=imports_line(),
             tools_src=self.tools_src() if kind == "write" else "")
 
