@@ -11,7 +11,7 @@ import json
 import re
 from pathlib import Path
 
-from agentkit import judge, red_team, script_agents, solver
+from agentkit import PARAPHRASES, judge, red_team, script_agents, solver
 from envkit import GOLD_ANSWERS, TASKS, VERIFIER_BODIES
 from verifykit import make_verified_library, set_verifier_body
 
@@ -258,3 +258,28 @@ def test_the_gold_repair_prompts_say_remarks_beyond_the_request_are_not_graded()
                          ("gold_batch_repair", {"tasks": [{"task_id": "task_01", "problems": ["p"], "results": ""}]})):
         text = render_prompt(name, **values)[-1]["content"]
         assert "does not grade remarks beyond the request" in text and "no word lists or scanners" in text
+
+
+def test_a_paraphrase_adding_other_values_of_the_facts_kind_is_set_aside_not_sent_to_repair(fake_model, tmp_path):
+    # Trial 3: half of the verifier findings were paraphrases such as "Seats still free: 4 (12-seat session,
+    # 8 taken)": 12 and 8 are counts where a count is asked, the state reward refuses them as a hedge, and no
+    # repair of the verifier can make both rewards pay them. They are set aside, and the agent is told the rule.
+    env = built_library(tmp_path, "task_01", VERIFIER_BODIES["task_01"])
+    context = "2 copies are available (the library owns 3, and 1 is checked out)."
+    replies = {**PARAPHRASES, "task_01": PARAPHRASES["task_01"][:7] + [context]}
+    fake_model.script.add("paraphrase", "city_library/*", handler=lambda info: Reply(json={"tasks": [
+        {"task_id": i, "paraphrases": replies[i]} for i in info.subject.split("/", 1)[1].split("+")]}))
+    script_agents(fake_model.script)  # the checking agent would call every reply correct
+    settings = settings_for(fake_model, tmp_path)
+    result = asyncio.run(verify_env(env, Gateway(settings), settings))
+
+    assert result.status == "verified", result.reasons
+    (asked,) = requests(fake_model, "paraphrase")
+    assert "no other value of a requested fact's kind stated as true" in last_user(asked)
+    assert not requests(fake_model, "gold") and all(context not in last_user(r)
+                                                    for r in requests(fake_model, "reward_judge"))
+    noted = json.loads((env / "report.json").read_text())["check_loop"]["rounds"][0]["agents"]["task_01"]["paraphrase"]
+    assert noted["tried"] == 8 and noted["failed"] == 0 and noted["beyond_contract"] == 1
+    assert "it also asserts" in noted["beyond_why"]
+    kept = [c["answer"] for c in verifier_cases(env) if c["source"] == "paraphrase" and c["task_id"] == "task_01"]
+    assert kept == PARAPHRASES["task_01"][:7]

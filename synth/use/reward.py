@@ -197,25 +197,44 @@ def extra_numbers(task: Task, right: list[str], text: str | None) -> int:
     return len([n for n in h.stated_numbers(text) if n not in known])
 
 
-def answer_checks(env: Any, task: Task, answer: Any, *, detail: bool = False) -> list[Check]:
-    """The answer's check. What it leaves out is named only with `detail` (for the gold stage's repair
-    feedback): an agent that sees its rewards must not learn the expected values from them."""
+def _answer_faults(env: Any, task: Task, text: str | None, detail: bool) -> dict[str, str]:
+    """What keeps a read task's answer from the state reward, by kind (missing, asserts, hedges, refuses,
+    numbers, empty). What it leaves out is named only with `detail`."""
     h = helpers()
-    text = answer_text(answer)
-    if task.kind != "read":
-        return [Check(name="the answer does not say the work failed", passed=not h.refuses(text))]
     right, wrong = expected_facts(env, task)
     found = h.answer_facts(text, right, wrong)
     extra = extra_numbers(task, right, text)
     missing = ", ".join(map(repr, found["missing"])) if detail else f"{len(found['missing'])} of {len(right)} facts"
     asserted = ", ".join(repr(w.get("value") if isinstance(w, dict) else w) for w in found["wrong"][:5])
-    why = ([f"it leaves out {missing}"] if found["missing"] else []) + \
-          ([f"it also asserts {asserted}"] if found["wrong"] else []) + \
-          (["it hedges"] if found["hedged"] else []) + (["it refuses"] if h.refuses(text) else []) + \
-          ([f"it lists {extra} other numbers"] if extra > MAX_EXTRA_NUMBERS else []) + \
-          (["it says nothing"] if not right and not (text or "").strip() else [])
+    faults = {"missing": f"it leaves out {missing}" if found["missing"] else "",
+              "asserts": f"it also asserts {asserted}" if found["wrong"] else "",
+              "hedges": "it hedges" if found["hedged"] else "", "refuses": "it refuses" if h.refuses(text) else "",
+              "numbers": f"it lists {extra} other numbers" if extra > MAX_EXTRA_NUMBERS else "",
+              "empty": "it says nothing" if not right and not (text or "").strip() else ""}
+    return {k: v for k, v in faults.items() if v}
+
+
+def answer_checks(env: Any, task: Task, answer: Any, *, detail: bool = False) -> list[Check]:
+    """The answer's check. What it leaves out is named only with `detail` (for the gold stage's repair
+    feedback): an agent that sees its rewards must not learn the expected values from them."""
+    text = answer_text(answer)
+    if task.kind != "read":
+        return [Check(name="the answer does not say the work failed", passed=not helpers().refuses(text))]
+    why = list(_answer_faults(env, task, text, detail).values())
     name = "the answer states the task's facts, no other value of their kind and no hedge"
     return [Check(name=f"{name}: {'; '.join(why)}" if why else name, passed=not why)]
+
+
+def beyond_contract(env: Any, task: Task, answer: Any) -> str:
+    """Why a read task's answer lies outside what any reward of it can pay, or "": it asserts another value
+    of a fact's kind ("4 seats free (12-seat session, 8 taken)" when a count is asked) or lists many other
+    numbers. Read alone, such an answer is a hedge over the values it names, so the state reward refuses
+    it, and no verifier repair can make both rewards pay it (a real-model trial: paraphrases adding context
+    figures sent verifiers to repair again and again)."""
+    if task.kind != "read":
+        return ""
+    faults = _answer_faults(env, task, answer_text(answer), False)
+    return "; ".join(faults[k] for k in ("asserts", "numbers") if k in faults)
 
 
 def gold_final(env: Any, task: Task) -> bytes | str:

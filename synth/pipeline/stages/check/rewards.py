@@ -4,7 +4,9 @@ Run from the check loop's first round, as soon as verifiers exist (beside the to
 tasks due (those whose gold solution works):
 - paraphrase (stages/check/paraphrase.py): every read task's expected answer in other words must
   earn the full reward; a reply that fails goes to the checking agent, and if it is correct the
-  verifier is repaired (a false negative);
+  verifier is repaired (a false negative). A reply that asserts another value of a requested fact's
+  kind (a second count where a count is asked) is a hedge to every reward and is set aside, noted
+  as `beyond_contract`;
 - solver (stages/check/solver.py): independent work through the tools. Its final state equals
   the gold solution's but the rubric fails: for a write task whose answer reports the work, a
   false negative; for a read task, the checking agent decides whether the answer is correct. Its
@@ -120,13 +122,18 @@ class RewardAgents:
     # ----------------------------------------------------------------- what each agent found
 
     def _paraphrases(self, attempts: list[Attempt]) -> list[tuple[Attempt, str]]:
+        from synth.use.reward import beyond_contract
+
         out = []
         for a in attempts:
             ok = a.reward is not None and a.reward.passed and a.score >= 1.0
-            self.found.note(a.task.task_id, "paraphrase", tried=1, failed=0 if ok else 1)
+            beyond = "" if ok else beyond_contract(self.env, a.task, a.answer)
+            self.found.note(a.task.task_id, "paraphrase", tried=1, failed=0 if ok or beyond else 1)
+            if beyond:
+                self.found.note(a.task.task_id, "paraphrase", beyond_contract=1, beyond_why=clip(beyond, 200))
             if ok:
                 self._case(a, "pass", "a paraphrase of the expected answer")
-            else:
+            elif not beyond:  # one that asserts other values of a fact's kind is a hedge to every reward
                 out.append((a, "answer"))
         return out
 
