@@ -262,6 +262,7 @@ def test_gold_that_is_never_fixed_is_recorded_and_the_task_dropped(fake_model, t
     assert len(rounds) == settings.check_rounds + settings.verifier_rounds
     assert "Your previous attempt" in _last_user_text(calls[0]) and "looks_fine" in _last_user_text(calls[0])
     assert "passes on the untouched initial state" in _last_user_text(calls[0])
+    assert "The code of the state-changing tools" in _last_user_text(calls[0])  # its gold is at fault: code shown
     ids = [json.loads(line)["task_id"] for line in (env / "tasks.jsonl").read_text().splitlines()]
     assert ids == ["task_01", "task_02", "task_03"] and "verify_task_04" not in (env / "verifiers.py").read_text()
     assert json.loads((env / "report.json").read_text())["dropped_tasks"]["task_04"]

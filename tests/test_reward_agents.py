@@ -125,6 +125,9 @@ def test_the_red_team_finds_an_exploit_and_the_verifier_is_repaired(fake_model, 
     assert judged and {r.body["model"] for r in judged} == {"judge-model"}
     assert "Attempt's answer: There are 2 copies. Correction: 3 copies." in last_user(judged[0])
     assert "Model-free probe rewards of this grader: empty 0." in last_user(judged[0])
+    (repair_call,) = requests(fake_model, "gold")  # its actions replay: the verifier's repair shows no tool code
+    assert "The code of the state-changing tools" not in last_user(repair_call)
+    assert "def search_books(" not in last_user(repair_call) and "search_books" in last_user(repair_call)
     attacks = requests(fake_model, "red_team")
     assert len(attacks) == 2  # the repaired verifier is attacked again, and holds
     assert "## task_01 (read)" in last_user(attacks[0]) and "states(answer, [2], [1])" in last_user(attacks[0])

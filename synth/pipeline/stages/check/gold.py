@@ -210,6 +210,7 @@ class GoldSolver:
         self.draft, self.db_bytes, self.gateway, self.rounds = draft, db_bytes, gateway, rounds
         self.pool, self.sample = pool, sample
         self.context = EnvContext.of(draft)
+        self.verifier_only: set[str] = set()  # tasks sent back for their verifier alone: no tool code shown
 
     def batches(self, tasks: list[Task]) -> list[list[Task]]:
         limit = planned_tokens(STAGE, self.gateway.settings.max_tokens)
@@ -233,7 +234,7 @@ class GoldSolver:
         outcome = GoldOutcome(task_id=task.task_id)
         previous = previous_answer(self.draft, task) if feedback else None
         convo = gold_messages(self.context, self.draft, self.db_bytes, [task], previous=previous,
-                              feedback=problem_list(feedback))
+                              feedback=problem_list(feedback), code=not (feedback and task.task_id in self.verifier_only))
         answer = first
         while True:
             if answer is None:
@@ -260,7 +261,8 @@ class GoldSolver:
 
 async def generate_gold(draft: EnvDraft, gateway: Gateway, settings: Settings, *, task_ids: list[str] | None = None,
                         feedback: dict[str, list[str]] | None = None, pool: Any = None,
-                        db_bytes: bytes | None = None, sample: int = 0) -> tuple[EnvDraft, GoldReport]:
+                        db_bytes: bytes | None = None, sample: int = 0,
+                        verifier_only: set[str] | frozenset[str] = frozenset()) -> tuple[EnvDraft, GoldReport]:
     """Gold actions, expected answers and verifiers for `task_ids` (default: every task
     lacking gold actions or a verifier). Returns the updated draft and a report; a task
     that fails keeps its last attempt. BudgetExceeded propagates after the calls in
@@ -275,6 +277,7 @@ async def generate_gold(draft: EnvDraft, gateway: Gateway, settings: Settings, *
         return draft, report
     db_bytes = db_bytes if db_bytes is not None else build_database(draft.schema_sql, draft.data_sql)
     solver = GoldSolver(draft, db_bytes, gateway, settings.build_repair_rounds, pool, sample)
+    solver.verifier_only = set(verifier_only)
     fresh = [t for t in wanted if not feedback.get(t.task_id)]
     again = [t for t in wanted if feedback.get(t.task_id)]
     # Tasks sent back with findings (the check loop's) are repaired in batches too, starting from their

@@ -64,7 +64,8 @@ async def solve_batch(solver: "GoldSolver", tasks: list[Task], feedback: dict[st
     env_id = solver.draft.env_id
     rounds = solver.rounds if rounds is None else rounds
     subject = f"{env_id}/{'+'.join(t.task_id for t in tasks)}"
-    convo = gold_messages(solver.context, solver.draft, solver.db_bytes, tasks)
+    code = not (feedback and all(t.task_id in solver.verifier_only for t in tasks))
+    convo = gold_messages(solver.context, solver.draft, solver.db_bytes, tasks, code=code)
     outcomes: dict[str, GoldOutcome] = {t.task_id: GoldOutcome(task_id=t.task_id) for t in tasks}
     latest: dict[str, tuple[Task, str]] = {}
     asking = list(tasks)

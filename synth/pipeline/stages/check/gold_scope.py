@@ -60,8 +60,11 @@ def task_tables(db_bytes: bytes, task: Task) -> list[str]:
 
 
 def gold_messages(context: EnvContext, draft: EnvDraft, db_bytes: bytes, tasks: list[Task], *,
-                  previous: str | None = None, feedback: list[str] | None = None) -> list[dict[str, Any]]:
-    """The gold prompt for one task or a batch: the union of the tasks' tables and tools."""
+                  previous: str | None = None, feedback: list[str] | None = None,
+                  code: bool = True) -> list[dict[str, Any]]:
+    """The gold prompt for one task or a batch: the union of the tasks' tables and tools (`code=False`:
+    no tool code, for a repair of verifiers whose actions already replay; the code was a third of a
+    repair prompt in a real-model trial, and a verifier fix needs the previous verifier, not the tools)."""
     tables: list[str] = []
     everything = False
     tools: list[str] = []
@@ -71,7 +74,7 @@ def gold_messages(context: EnvContext, draft: EnvDraft, db_bytes: bytes, tasks: 
         tables += [t for t in scope if t not in tables]
         tools += [n for n in relevant_tools(draft, task) if n not in tools]
     known = {t.name for t in draft.tools}
-    tools = [n for n in tools if n in known]
+    tools = [n for n in tools if n in known] if code else []
     return context.messages(
         "gold", tasks=tasks, previous=previous, feedback=feedback or [], imports=imports_line(),
         data_dump=data_dump(db_bytes, None if everything else tables, rows=GOLD_ROWS,

@@ -97,6 +97,7 @@ class Findings:
     tools: dict[str, list[str]] = field(default_factory=dict)  # evidence besides failing tests
     tasks: dict[str, list[str]] = field(default_factory=dict)
     verifier_suspect: set[str] = field(default_factory=set)  # the verifier itself, not the tools, is at fault
+    gold_broken: set[str] = field(default_factory=set)  # tasks whose gold solution fails to replay (REPLAY_GATES)
 
     def blamed_tools(self) -> list[str]:
         return sorted(set(self.failing_tests) | set(self.tools))
@@ -209,6 +210,8 @@ class CheckLoop(LoopRepairs):
                 for task_id, problems in gate.details.get("tasks", {}).items():
                     for p in problems:
                         found.task(task_id, p, verifier=gate.name not in REPLAY_GATES)
+                        if gate.name in REPLAY_GATES:
+                            found.gold_broken.add(task_id)
         for tool in self.draft.tools:  # a body that fails the static check breaks the whole module
             for p in body_problems(tool.name, self.draft.tool_bodies.get(tool.name, "")):
                 found.tool(tool.name, f"static check: {p}")

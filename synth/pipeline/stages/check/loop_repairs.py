@@ -86,7 +86,8 @@ class LoopRepairs:
         try:
             self.draft, gold = await generate_gold(self.draft, self.gateway, self.settings,
                                                    task_ids=sorted(task_problems), feedback=task_problems,
-                                                   pool=self.pool, db_bytes=self.db_bytes, sample=report.round)
+                                                   pool=self.pool, db_bytes=self.db_bytes, sample=report.round,
+                                                   verifier_only=self._replaying(task_problems, found))
         except BudgetExceeded as exc:
             self.budget = exc
             self.draft = getattr(exc, "draft", self.draft)
@@ -98,6 +99,11 @@ class LoopRepairs:
                 report.repairs.append(verifier_record(before, self.draft, task_id, task_problems[task_id],
                                                       outcome.diagnosis))
         report.errors += [f"gold {tid}: {clip(o.error, 300)}" for tid, o in gold.tasks.items() if o.error]
+
+    def _replaying(self, task_problems: dict[str, list[str]], found: "Findings") -> set[str]:
+        """The blamed tasks whose gold actions replay (only their verifiers are blamed): their repair
+        prompts leave the tools' code out."""
+        return {t for t in task_problems if t in found.verifier_suspect and t not in found.gold_broken}
 
     def _keep_probe_cases(self, gates: list[GateResult]) -> None:
         """Every probe a verifier paid for stays in verifier_tests.jsonl as a case it must fail."""
