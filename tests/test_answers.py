@@ -262,3 +262,11 @@ def test_the_marks_of_a_code_are_part_of_it(h):
     assert not h.states("The gate code is 4821.", ["4821#"])
     assert h.states("Use #12 at the desk.", ["#12"]) and not h.states("Use 12 at the desk.", ["#12"])
     assert h.states("Invoice INV-1002 (paid)", ["INV-1002"]) and h.states("Smith Jr signed.", ["Smith, Jr."])
+
+
+def test_a_bound_after_a_negation_states_its_value(h):
+    """A player of a real-model trial: "doesn't expire until 2026-03-31" lost its date to the "doesn't"."""
+    assert h.states("The pass doesn't expire until 2026-03-31; it is active.", ["2026-03-31", "active"],
+                    ["2026-04-30", "expired"])
+    assert h.states("Payment is not due before June 5.", ["2025-06-05"], ["2025-06-06"])
+    assert h.answer_facts("It is not due on June 5.", ["2025-06-05"])["denied"] == ["2025-06-05"]

@@ -68,6 +68,8 @@ _NEGATION_REACH = 3  # words between a "not" and the value it denies ("not Dr. G
 # are the Asian Fusion Kit" the "nor" denies the peanuts, not the kit ("not been paid" still denies "paid").
 _NEGATION_STOP = re.compile(r"\b(?:is|are|was|were|am|be|been|has|have|had|does|do|did|will|would|shall|should"
                             r"|can|could|may|might|must|include|includes|included|remain|remains)\b", re.I)
+# a bound after a negation states its value: "doesn't expire until 2026-03-31", "not before June 5"
+_NEGATION_BOUND = re.compile(r"\b(?:until|till|before|after|since)\b", re.I)
 _NEGATION_BACK = 12  # words between a value and a later denial ("Grace Kim also ... is no longer active")
 
 
@@ -417,7 +419,8 @@ def _denied(text: str, mentions: list, wanted: list) -> set:
         gap = text[cue.end():after[0][0]] if after else ""
         words = _WORD.findall(gap)
         if after and len(words) <= _NEGATION_REACH and not re.search(r"[,:;]", gap) \
-                and not any(_NEGATION_STOP.fullmatch(w) for w in words[1:]):
+                and not any(_NEGATION_STOP.fullmatch(w) for w in words[1:]) \
+                and not any(_NEGATION_BOUND.fullmatch(w) for w in words):
             spans = _adjacent(text, after, 0)
             out.update(m for m in after if (m[0], m[1]) in spans)
         elif before and len(_WORD.findall(text[before[-1][1]:cue.start()])) <= _NEGATION_BACK:
