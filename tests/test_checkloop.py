@@ -291,6 +291,33 @@ def test_a_task_still_blamed_after_its_repairs_is_set_aside_and_the_loop_ends_ea
     assert ids == ["task_01", "task_02", "task_03"]
 
 
+def test_tasks_whose_drop_would_sink_the_env_get_one_repair_more(fake_model, tmp_path: Path) -> None:
+    # Two of three tasks never get a working verifier: setting them aside after --task-repairs 1 would leave
+    # one task of three, too few to drop them, so they get one repair more before the env fails.
+    env = make_verified_library(tmp_path)
+    draft = read_env_draft(env)
+    draft.tasks = [t for t in draft.tasks if t.task_id != "task_02"]
+    draft.verifier_bodies.pop("task_02")
+    write_env(draft, env)
+    for task_id in ("task_03", "task_04"):
+        set_verifier_body(env, task_id, ALWAYS_PASSES)
+
+    def gold(info):
+        ids = info.subject.split("/", 1)[1].split("+")
+        answers = [{"task_id": i, **_gold(i, verifier=ALWAYS_PASSES)} for i in ids]
+        return Reply(json={"tasks": answers} if len(ids) > 1 else answers[0])
+
+    fake_model.script.add("gold", "city_library/*", handler=gold)
+    settings = _settings(fake_model, tmp_path, check_rounds=3, verifier_rounds=2, build_repair_rounds=1,
+                         task_repairs=1)
+    result = asyncio.run(verify_env(env, Gateway(settings), settings))
+
+    assert result.status == "failed" and not result.dropped_tasks
+    rounds = json.loads((env / "report.json").read_text())["check_loop"]["rounds"]
+    assert [r["repaired_tasks"] for r in rounds] == [["task_03", "task_04"], ["task_03", "task_04"], []]
+    assert [r["set_aside"] for r in rounds] == [[], [], ["task_03", "task_04"]]
+
+
 def test_budget_stop_keeps_the_env_built_and_records_it(fake_model, tmp_path: Path) -> None:
     env = _built_library(tmp_path)
     _script_agents(fake_model, TOOL_BODIES["return_book"])

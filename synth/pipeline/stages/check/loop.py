@@ -34,6 +34,7 @@ tests.jsonl, replayable with no model.
 from __future__ import annotations
 
 import asyncio
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -308,8 +309,15 @@ class CheckLoop(LoopRepairs):
     def _set_aside(self, found: Findings) -> list[str]:
         """Tasks blamed again after settings.task_repairs repairs leave the findings: a trial showed a
         verifier that two repairs did not settle rarely settles later, while each further round
-        resends it to the gold stage and the reward agents. Returns the tasks set aside this round."""
-        out = sorted(t for t in found.tasks if self.task_repairs.get(t, 0) >= self.settings.task_repairs)
+        resends it to the gold stage and the reward agents. When setting them aside would leave fewer
+        than half the env's tasks (verify could not drop them, and the env would fail), they get one
+        repair more: there it decides the env (a trial's env kept 4 more tasks with its second repairs).
+        Returns the tasks set aside this round."""
+        limit = self.settings.task_repairs
+        spent = [t for t in found.tasks if self.task_repairs.get(t, 0) >= limit]
+        if len(self.draft.tasks) - len(self.set_aside | set(spent)) < math.ceil(len(self.draft.tasks) / 2):
+            limit += 1
+        out = sorted(t for t in found.tasks if self.task_repairs.get(t, 0) >= limit)
         for task_id in out:
             found.tasks.pop(task_id)
             found.verifier_suspect.discard(task_id)
