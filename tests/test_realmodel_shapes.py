@@ -516,6 +516,15 @@ def test_an_envs_busy_time_is_the_union_of_its_calls_in_flight(tmp_path):
     assert set(usage) == {"harbor_works", "other_env"}  # the run's own stages are nobody's env
     assert usage["harbor_works"]["busy_seconds"] == 15.0 + 5.0 and usage["harbor_works"]["calls"] == 3
     assert usage["other_env"]["busy_seconds"] == 50.0
+    store.start("verify", "harbor_works")
+    store.finish("verify", "harbor_works")
+    store.record_call({"stage": "templates", "subject": "harbor_works/read", "provider": "openai", "model": "m",
+                       "cached": False, "prompt_tokens": 5000, "completion_tokens": 10, "cost": 0.0, "latency": 1.0,
+                       "status": "ok", "error": None, "time": time.time() + 60})  # the tasks step, after verify
+    assert store.usage_by_env()["harbor_works"]["calls"] == 4
+    until = store.usage_by_env(until="verify")
+    assert until["harbor_works"]["calls"] == 3 and until["harbor_works"]["prompt_tokens"] == 300
+    assert until["other_env"]["calls"] == 1  # no verify item: every call counts
 
 
 def test_failing_answers_of_a_gold_batch_are_repaired_together_in_one_turn(tmp_path):
@@ -651,3 +660,25 @@ def test_a_first_batch_answer_cut_off_is_asked_in_halves_and_a_single_task_cut_o
                     "city_library/task_02"]
     assert report.tasks["task_01"].passed and not report.tasks["task_02"].passed
     assert "cut off at the output cap" in (report.tasks["task_02"].error or ""), report.tasks["task_02"]
+
+
+def test_answers_taken_from_the_cache_are_counted_at_their_first_cost(tmp_path, capsys):
+    """Trial 3 replayed most answers from the cache of earlier trials: the run's summary said 245k tokens per
+    verified env, the fresh ones only. Its usage and summary now give what the cached answers first cost."""
+    from synth.cli.run import print_summary
+    from synth.pipeline.store import RunStore
+
+    store = RunStore(tmp_path / "run")
+    for cached, fresh, reused in ((False, 1000, 0), (True, 0, 4000)):
+        store.record_call({"stage": "gold", "subject": "harbor_works/task_01", "provider": "openai", "model": "m",
+                           "cached": cached, "prompt_tokens": fresh, "completion_tokens": 0, "cost": 0.0,
+                           "latency": 1.0, "status": "ok", "error": None, "time": 1.0,
+                           "reused_prompt_tokens": reused, "reused_completion_tokens": 0})
+    usage = store.usage()
+    assert usage["total"]["reused_tokens"] == 4000 and usage["stages"]["gold"]["reused_tokens"] == 4000
+    summary = {"run_id": "r", "model": "m", "funnel": {"verified": 1}, "failures": {}, "usage": usage,
+               "per_verified_env": {"tokens": 1000, "tokens_with_reused": 5000, "cost": 0.0}, "paths": {}}
+    print_summary(summary)
+    printed = " ".join(capsys.readouterr().out.split())
+    assert "tokens 1,000 (+ 4,000 in cached answers, at their first cost)" in printed
+    assert "per verified env: 1,000 tokens (5,000 with the cached answers)" in printed

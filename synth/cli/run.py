@@ -155,10 +155,15 @@ def print_summary(summary: dict[str, Any]) -> None:
         console.print(failures)
     total = summary["usage"]["total"]
     per = summary["per_verified_env"]
+    reused = total.get("reused_tokens", 0)
     console.print(
         f"model calls {total['calls']} ({total['cached']} cached), tokens "
-        f"{total['prompt_tokens'] + total['completion_tokens']:,}, cost ${total['cost']:.4f}"
-        + (f"; per verified env: {per['tokens']:,.0f} tokens, ${per['cost']:.4f}" if per["cost"] is not None else "")
+        f"{total['prompt_tokens'] + total['completion_tokens']:,}"
+        + (f" (+ {reused:,} in cached answers, at their first cost)" if reused else "")
+        + f", cost ${total['cost']:.4f}"
+        + (f"; per verified env: {per['tokens']:,.0f} tokens" + (
+            f" ({per['tokens_with_reused']:,.0f} with the cached answers)" if reused else "")
+           + f", ${per['cost']:.4f}" if per["cost"] is not None else "")
     )
     for name, path in summary["paths"].items():
         console.print(f"{name:>7}: {path}")
@@ -215,6 +220,8 @@ def stats(
     envs: bool = typer.Option(False, "--envs", help="model usage per env instead: calls, tokens (+ what its "
                               "cached answers cost when first asked), cost, and the time at least one of its "
                               "calls was in flight"),
+    until: str = typer.Option("", "--until", help="with --envs: count each env's calls only until its item of "
+                              "this stage ended (verify: what the env cost to verify, without the tasks step)"),
 ) -> None:
     """Items per stage and status, and model usage per stage (or per env), for a run."""
     from synth.pipeline.store import RUN_DB, RunStore
@@ -231,7 +238,7 @@ def stats(
     store = RunStore(folder)
     try:
         data = {"run": str(folder), "items": store.counts(), "usage": store.usage()}
-        per_env = store.usage_by_env() if envs else {}
+        per_env = store.usage_by_env(until or None) if envs else {}
     finally:
         store.close()
     if envs:

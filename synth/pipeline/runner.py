@@ -389,6 +389,9 @@ class Pipeline:
             "usage": usage,
             "per_verified_env": {
                 "tokens": (total["prompt_tokens"] + total["completion_tokens"]) / n_ver if n_ver else None,
+                # with the cached answers at what they cost when first asked: the env's cost from scratch
+                "tokens_with_reused": (total["prompt_tokens"] + total["completion_tokens"] + total["reused_tokens"])
+                / n_ver if n_ver else None,
                 "cost": total["cost"] / n_ver if n_ver else None,
             },
             "budget_stopped": stopped,

@@ -203,33 +203,41 @@ class RunStore:
         with self._store.lock:
             rows = self._store.db.execute(
                 "select stage, count(*), sum(cached), sum(prompt_tokens), sum(completion_tokens), sum(cost), "
-                "sum(cached_tokens) from calls where status != 'error' group by stage"
+                "sum(cached_tokens), sum(reused_prompt_tokens + reused_completion_tokens) from calls "
+                "where status != 'error' group by stage"
             ).fetchall()
-        stages = {
+        stages = {  # reused_tokens: what the answers taken from the cache cost when first asked
             s: {"calls": n, "cached": c or 0, "prompt_tokens": p or 0, "completion_tokens": o or 0, "cost": k or 0.0,
-                "cached_tokens": ct or 0}
-            for s, n, c, p, o, k, ct in rows
+                "cached_tokens": ct or 0, "reused_tokens": r or 0}
+            for s, n, c, p, o, k, ct, r in rows
         }
         total = {key: sum(v[key] for v in stages.values()) for key in
-                 ("calls", "cached", "prompt_tokens", "completion_tokens", "cost", "cached_tokens")}
+                 ("calls", "cached", "prompt_tokens", "completion_tokens", "cost", "cached_tokens", "reused_tokens")}
         return {"total": total, "stages": stages}
 
-    def usage_by_env(self) -> dict[str, dict[str, Any]]:
+    def usage_by_env(self, until: str | None = None) -> dict[str, dict[str, Any]]:
         """Model usage per env (the subject's part before "/"): calls, cached calls, tokens (and
         `reused_tokens`, what the cached answers cost when first asked), cost, and
         `busy_seconds`, the time at least one of its calls was in flight (its critical path through the
         model, however many calls ran at once). Stages about the run as a whole (ping, expand) have
-        no env subject and are left out."""
+        no env subject and are left out. `until` (a stage, e.g. "verify"): each env's calls only up to
+        the end of its item of that stage, so what the env cost to verify is not mixed with the tasks
+        step after it."""
         with self._store.lock:
             rows = self._store.db.execute(
                 "select subject, stage, cached, prompt_tokens, completion_tokens, cost, latency, time, "
                 "reused_prompt_tokens, reused_completion_tokens from calls where status != 'error'").fetchall()
+            ends = dict(self._store.db.execute(
+                "select item_id, updated from items where stage = ? and status in ('done', 'failed')",
+                [until]).fetchall()) if until else {}
         out: dict[str, dict[str, Any]] = {}
         spans: dict[str, list[tuple[float, float]]] = {}
         for subject, stage, cached, prompt, completion, cost, latency, when, reused_p, reused_c in rows:
             if stage in RUN_STAGES or not subject:
                 continue
             env = str(subject).split("/", 1)[0]
+            if env in ends and when is not None and float(when) > float(ends[env]):
+                continue
             row = out.setdefault(env, {"calls": 0, "cached": 0, "prompt_tokens": 0, "completion_tokens": 0,
                                        "reused_tokens": 0, "cost": 0.0, "busy_seconds": 0.0})
             row["calls"] += 1
