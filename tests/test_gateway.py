@@ -153,8 +153,24 @@ def test_tokens_and_cost_recorded(fake_model, tmp_path):
     assert gateway.usage.total.prompt_tokens == 100 and gateway.usage.total.completion_tokens == 50
     assert gateway.usage.total.cost == pytest.approx(0.2)  # 100*1000/1e6 + 50*2000/1e6
     usage = store.usage()
-    assert usage["stages"]["probe"] == {"calls": 1, "cached": 0, "prompt_tokens": 100,
-                                        "completion_tokens": 50, "cost": pytest.approx(0.2), "cached_tokens": 0}
+    assert usage["stages"]["probe"] == {"calls": 1, "cached": 0, "prompt_tokens": 100, "completion_tokens": 50,
+                                        "cost": pytest.approx(0.2), "cached_tokens": 0, "reused_tokens": 0}
+
+
+def test_each_env_has_its_own_usage_though_envs_share_the_gateway(fake_model, tmp_path):
+    # Trial 3: three envs ran the tasks step at once and each reported the same 1.13M tokens (the gateway's
+    # total over those minutes). A step's figures now come from its env's own totals.
+    fake_model.script.add("probe", "*", Reply(json=GOOD, prompt_tokens=100, completion_tokens=50))
+    gateway = make_gateway(fake_model, tmp_path)
+    before = gateway.usage.env("harbor_works")
+    ask(gateway, "harbor_works/task_01")
+    ask(gateway, "other_env/task_01")
+    ask(gateway, "harbor_works/task_01")  # from the cache: counted at its first cost, apart
+    ask(gateway, "harbor_works")
+    mine = gateway.usage.env("harbor_works")
+    assert (mine.calls - before.calls, mine.cached, mine.prompt_tokens, mine.reused_tokens) == (3, 1, 200, 150)
+    assert gateway.usage.env("other_env").calls == 1 and gateway.usage.env("nobody").calls == 0
+    assert gateway.usage.total.calls == 4 and gateway.usage.total.reused_tokens == 150
 
 
 def test_budget_stops_new_calls(fake_model, tmp_path):

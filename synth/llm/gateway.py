@@ -288,6 +288,7 @@ class Gateway:
         self.usage.record(
             request.stage, cached=completion.cached, prompt_tokens=completion.prompt_tokens,
             completion_tokens=completion.completion_tokens, cost=cost, cached_tokens=completion.cached_tokens,
+            subject=request.subject,
         )
         if self.recorder:
             fresh = not completion.cached

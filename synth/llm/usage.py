@@ -84,12 +84,15 @@ class Totals:
     cached_tokens: int = 0  # prompt tokens the provider served from its prompt cache
     cost: float = 0.0
     invalid: int = 0  # answers that failed validation (each repair turn counts)
+    reused_tokens: int = 0  # what the answers served from synth's cache cost when first asked
 
     def add(self, *, cached: bool, prompt_tokens: int, completion_tokens: int, cost: float,
             cached_tokens: int = 0) -> None:
         self.calls += 1
         self.cached += int(cached)
-        if not cached:
+        if cached:
+            self.reused_tokens += prompt_tokens + completion_tokens
+        else:
             self.prompt_tokens += prompt_tokens
             self.completion_tokens += completion_tokens
             self.cached_tokens += cached_tokens
@@ -119,6 +122,9 @@ class UsageMeter:
     spent_before: float = 0.0
     total: Totals = field(default_factory=Totals)
     by_stage: dict[str, Totals] = field(default_factory=lambda: defaultdict(Totals))
+    # per env (a subject's part before "/"): envs in flight share the meter, so a step's own figures come from
+    # its env's totals, not from the overall ones (which count every env's calls of the same minutes)
+    by_env: dict[str, Totals] = field(default_factory=lambda: defaultdict(Totals))
     ledger: Ledger | None = None
     max_invalid_streak: int = 0  # 0: never halt; else halt once a stage has this many invalid answers in a row
     halted: str | None = None  # why no new call may start, though budget remains
@@ -135,6 +141,11 @@ class UsageMeter:
     def budget_reached(self) -> bool:
         """No new call may start: the budget is spent, or the run was halted (see `answer`)."""
         return self.halted is not None or (self.max_cost is not None and self.spent >= self.max_cost)
+
+    def env(self, env_id: str) -> Totals:
+        """A copy of one env's totals so far (subtract two to get a step's own figures)."""
+        with self._lock:
+            return Totals(**vars(self.by_env[env_id])) if env_id in self.by_env else Totals()
 
     def check_budget(self) -> None:
         if self.halted is not None:
@@ -166,10 +177,11 @@ class UsageMeter:
                                "rerun the same command to resume")
 
     def record(self, stage: str, *, cached: bool, prompt_tokens: int, completion_tokens: int, cost: float,
-               cached_tokens: int = 0, spend: bool = True) -> None:
+               cached_tokens: int = 0, spend: bool = True, subject: str = "") -> None:
         """Count one answer; `spend=False` for a cost already in the ledger (another process's call)."""
         with self._lock:
-            for t in (self.total, self.by_stage[stage]):
+            env = [self.by_env[subject.split("/", 1)[0]]] if subject else []
+            for t in (self.total, self.by_stage[stage], *env):
                 t.add(cached=cached, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, cost=cost,
                       cached_tokens=cached_tokens)
         if spend and self.ledger is not None and cost and not cached:

@@ -198,8 +198,7 @@ async def _verify(draft: EnvDraft, root: Path, gateway: Gateway, settings: Setti
     from synth_validators import run_all
 
     result = VerifyResult(env_id=draft.env_id, path=str(root), status="built")
-    usage = gateway.usage.total
-    usage_before = usage.cost, usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens
+    before = gateway.usage.env(draft.env_id)
     draft.status, draft.failure_reason = "built", None  # until this run decides
     try:
         # The loop writes the gold solutions beside its first tests (stages/check/loop.py).
@@ -215,11 +214,13 @@ async def _verify(draft: EnvDraft, root: Path, gateway: Gateway, settings: Setti
         "passed": loop.passed, "pass_rate": loop.pass_rate, "rounds": [r.model_dump(mode="json") for r in loop.rounds],
         "reasons": loop.reasons, "judge_model": loop.judge_model, "generator_model": gateway.model,
     }
-    draft.report["verify_usage"] = {  # approximate when several envs share the gateway at once
-        "cost": round(usage.cost - usage_before[0], 6),
-        "prompt_tokens": usage.prompt_tokens - usage_before[1],
-        "completion_tokens": usage.completion_tokens - usage_before[2],
-        "cached_tokens": usage.cached_tokens - usage_before[3],
+    after = gateway.usage.env(draft.env_id)
+    draft.report["verify_usage"] = {  # this env's calls only, though envs in flight share the gateway
+        "cost": round(after.cost - before.cost, 6),
+        "prompt_tokens": after.prompt_tokens - before.prompt_tokens,
+        "completion_tokens": after.completion_tokens - before.completion_tokens,
+        "cached_tokens": after.cached_tokens - before.cached_tokens,
+        "reused_tokens": after.reused_tokens - before.reused_tokens,
     }
     if loop.budget_stopped:
         draft.report["budget_stopped"] = loop.reasons[0] if loop.reasons else "budget reached"

@@ -45,6 +45,7 @@ class TasksResult(BaseModel):
     instances_checked: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    reused_tokens: int = 0  # answers from the cache, at what they cost when first asked
     calls: int = 0
     seconds: dict[str, float] = Field(default_factory=dict)  # ask, instantiate, check, agents, repair, final_check
     errors: list[str] = Field(default_factory=list)
@@ -57,7 +58,8 @@ class TasksResult(BaseModel):
 
     @property
     def tokens_per_task(self) -> float | None:
-        return round(self.tokens / self.added, 1) if self.added else None
+        """What a new task cost, cached answers counted at their first cost (the step's cost from scratch)."""
+        return round((self.tokens + self.reused_tokens) / self.added, 1) if self.added else None
 
     def kept_templates(self) -> list[TemplateOutcome]:
         return [t for t in self.templates if t.status == "kept" and t.kept]

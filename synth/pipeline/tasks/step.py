@@ -100,8 +100,8 @@ class TasksStep:
 
     async def run(self, more: bool) -> TasksResult:
         self.result.more = more
-        usage = self.gateway.usage.total if self.gateway is not None else None
-        before = (usage.prompt_tokens, usage.completion_tokens, usage.calls) if usage else (0, 0, 0)
+        meter = self.gateway.usage if self.gateway is not None else None
+        before = meter.env(self.draft.env_id) if meter else None
         with self._timed("ask"):
             if more:
                 templates = list(self.draft.templates)
@@ -117,10 +117,12 @@ class TasksStep:
         await self._settle(self.cands, "checks")
         if self.gateway is not None and self.settings.template_sample > 0:
             await self._agents()
-        if usage:  # in `synth run`, envs in flight share the gateway: the figures are approximate there
-            self.result.prompt_tokens = usage.prompt_tokens - before[0]
-            self.result.completion_tokens = usage.completion_tokens - before[1]
-            self.result.calls = usage.calls - before[2]
+        if meter and before is not None:  # this env's calls only, though envs in flight share the gateway
+            after = meter.env(self.draft.env_id)
+            self.result.prompt_tokens = after.prompt_tokens - before.prompt_tokens
+            self.result.completion_tokens = after.completion_tokens - before.completion_tokens
+            self.result.reused_tokens = after.reused_tokens - before.reused_tokens
+            self.result.calls = after.calls - before.calls
         with self._timed("write"):
             await asyncio.to_thread(self._finish)
         return self.result
