@@ -21,7 +21,7 @@ from synth.config import Settings
 from synth.folder.format import read_env_draft
 from synth.llm import Gateway
 from synth.llm.script import Reply
-from synth.pipeline.tasks.ask import HARD_CALLS
+from synth.artifacts.templates import HARD_CALLS
 from synth.pipeline.tasks.instances import SlotError, Seen, fill, fill_calls, instantiate, slot_names
 from synth.pipeline.tasks.step import add_tasks
 from synth.pipeline.verify import check_env
@@ -280,6 +280,7 @@ def test_train_and_test_are_split_by_template_and_more_adds_rows_with_no_model(f
     asked = next(r for r in fake_model.requests if r.stage == "templates" and r.subject == f"{ENV}/read")
     text = asked.body["messages"][-1]["content"]
     assert f"at least {HARD_CALLS} calls" in text and "where the data has that many valid cases" in text
+    assert "6 or more" not in text  # the answer schema's difficulty says the same (trial 3 players: it said 6)
     draft = read_env_draft(library)
     splits = {t.template_id: t.split for t in draft.templates}
     assert sorted(splits.values()) == ["test", "train", "train", "train"]

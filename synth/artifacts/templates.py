@@ -10,6 +10,8 @@ from pydantic import BaseModel, Field
 from synth.artifacts.env import Difficulty, Fact, ToolCall
 from synth.artifacts.verification import GoldAction
 
+HARD_CALLS = 3  # a hard template chains at least this many calls (synth/pipeline/tasks/ask.py checks it)
+
 
 class TemplateDraft(BaseModel):
     """One template as the `templates` stage asks for it."""
@@ -17,8 +19,9 @@ class TemplateDraft(BaseModel):
     name: str = Field(description="snake_case name, unique in the env, e.g. cancel_desk_booking")
     kind: Literal["read", "write"] = Field(description="'read' if it only looks things up, 'write' if it changes "
                                            "state")
-    difficulty: Difficulty = Field(description="easy: 1-2 tool calls, medium: 3-5, hard: 6 or more (chained "
-                                   "operations)")
+    difficulty: Difficulty = Field(description=f"easy: a lookup or a change in 1-2 tool calls; medium: a few "
+                                   f"calls; hard: chained operations (look up, then act on what was found), at "
+                                   f"least {HARD_CALLS} calls")
     instruction: str = Field(description="The request as a real user would phrase it, with {slot} placeholders "
                              "named after the query's columns")
     query: str = Field(description="One SQLite SELECT over the initial data; each row is one valid binding: a "

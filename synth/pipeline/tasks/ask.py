@@ -22,6 +22,7 @@ import math
 import re
 
 from synth.artifacts import TaskTemplate, TemplateBatch, TemplateDraft, TemplateRepair, ToolCall
+from synth.artifacts.templates import HARD_CALLS
 from synth.errors import SynthError
 from synth.folder.database import open_bytes
 from synth.folder.format import EnvDraft, normalize_body, render_verifiers_py
@@ -46,7 +47,6 @@ ROWS_WANTED = 20
 DATA_ROWS = 12  # rows per table in a templates prompt
 TOOLS_CHARS = 14_000  # state-changing tools' code in a prompt, cut by whole tools
 EXISTING_SHOWN = 40  # requests already in the env, listed so templates differ from them
-HARD_CALLS = 3  # a hard template chains at least this many calls
 
 
 def to_template(answer: TemplateDraft, split: str = "train") -> TaskTemplate:
