@@ -16,7 +16,6 @@ Run-store items: stage "verify", item id = the env id (when a store is given).
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +28,7 @@ from synth.errors import InputError
 from synth.folder.files import EnvFileMissing, foreign_entries, read_env_bytes, read_env_json
 from synth.folder.format import EnvDraft, read_env_draft, write_env
 from synth.llm import BudgetExceeded, Gateway
-from synth.pipeline.stages.check.loop import TASK_GATES, CheckLoopResult, run_check_loop
+from synth.pipeline.stages.check.loop import TASK_GATES, CheckLoopResult, can_drop, run_check_loop
 from synth.pipeline.store import RunStore
 
 STAGE = "verify"
@@ -153,8 +152,7 @@ def _drop_failing_tasks(loop: CheckLoopResult, settings: Settings) -> dict[str, 
             return {}  # a tool, database or env-wide problem: dropping tasks would not fix it
         for task_id, problems in gate.details.get("tasks", {}).items():
             blamed.setdefault(task_id, []).extend(f"{gate.name}: {p}" for p in problems)
-    keep = len(loop.draft.tasks) - len(blamed)
-    return blamed if blamed and keep >= max(1, math.ceil(len(loop.draft.tasks) / 2)) else {}
+    return blamed if blamed and can_drop(len(loop.draft.tasks), len(blamed)) else {}
 
 
 def _finish(draft: EnvDraft, env_dir: Path, status: EnvStatus, reasons: list[str]) -> None:

@@ -206,11 +206,12 @@ class GoldSolver:
     """Gold answers for one env's tasks: batches of fresh tasks per call, executed and repaired in the
     batch's conversation; a task asked again later (the check loop's findings) in its own."""
 
-    def __init__(self, draft: EnvDraft, db_bytes: bytes, gateway: Gateway, rounds: int, pool: Any, sample: int):
+    def __init__(self, draft: EnvDraft, db_bytes: bytes, gateway: Gateway, rounds: int, pool: Any, sample: int,
+                 verifier_only: set[str] | frozenset[str] = frozenset()):
         self.draft, self.db_bytes, self.gateway, self.rounds = draft, db_bytes, gateway, rounds
         self.pool, self.sample = pool, sample
         self.context = EnvContext.of(draft)
-        self.verifier_only: set[str] = set()  # tasks sent back for their verifier alone: no tool code shown
+        self.verifier_only = frozenset(verifier_only)  # tasks sent back for their verifier alone: no tool code shown
 
     def batches(self, tasks: list[Task]) -> list[list[Task]]:
         limit = planned_tokens(STAGE, self.gateway.settings.max_tokens)
@@ -276,8 +277,7 @@ async def generate_gold(draft: EnvDraft, gateway: Gateway, settings: Settings, *
     if not wanted:
         return draft, report
     db_bytes = db_bytes if db_bytes is not None else build_database(draft.schema_sql, draft.data_sql)
-    solver = GoldSolver(draft, db_bytes, gateway, settings.build_repair_rounds, pool, sample)
-    solver.verifier_only = set(verifier_only)
+    solver = GoldSolver(draft, db_bytes, gateway, settings.build_repair_rounds, pool, sample, verifier_only)
     fresh = [t for t in wanted if not feedback.get(t.task_id)]
     again = [t for t in wanted if feedback.get(t.task_id)]
     # Tasks sent back with findings (the check loop's) are repaired in batches too, starting from their

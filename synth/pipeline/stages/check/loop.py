@@ -112,6 +112,11 @@ class Findings:
             self.verifier_suspect.add(task_id)
 
 
+def can_drop(tasks: int, dropped: int) -> bool:
+    """Whether an env of `tasks` tasks may ship without `dropped` of them: at least half must remain."""
+    return tasks - dropped >= max(1, math.ceil(tasks / 2))
+
+
 def pass_rate(tests: list[ToolTest]) -> float:
     return sum(t.verdict in PASSING_VERDICTS for t in tests) / len(tests) if tests else 0.0
 
@@ -315,7 +320,7 @@ class CheckLoop(LoopRepairs):
         Returns the tasks set aside this round."""
         limit = self.settings.task_repairs
         spent = [t for t in found.tasks if self.task_repairs.get(t, 0) >= limit]
-        if len(self.draft.tasks) - len(self.set_aside | set(spent)) < math.ceil(len(self.draft.tasks) / 2):
+        if not can_drop(len(self.draft.tasks), len(self.set_aside | set(spent))):
             limit += 1
         out = sorted(t for t in found.tasks if self.task_repairs.get(t, 0) >= limit)
         for task_id in out:
@@ -379,4 +384,4 @@ async def run_check_loop(draft: EnvDraft, env_dir: Path | str, gateway: Gateway,
 
 
 __all__ = ["CheckLoop", "CheckLoopResult", "Findings", "RoundReport", "TASK_GATES", "automatic_verdict",
-           "pass_rate", "run_check_loop"]
+           "can_drop", "pass_rate", "run_check_loop"]
