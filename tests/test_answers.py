@@ -262,6 +262,9 @@ def test_the_marks_of_a_code_are_part_of_it(h):
     assert not h.states("The gate code is 4821.", ["4821#"])
     assert h.states("Use #12 at the desk.", ["#12"]) and not h.states("Use 12 at the desk.", ["#12"])
     assert h.states("Invoice INV-1002 (paid)", ["INV-1002"]) and h.states("Smith Jr signed.", ["Smith, Jr."])
+    # a model-written fact can be huge: its marks are found in one walk (an end-anchored regex was quadratic)
+    assert not h.states("The code is 1.", ["1" + "#" * 50_000 + "a"])
+    assert h.states("Use #12 at the desk.", [{"value": "#12", "kind": "id"}])
 
 
 def test_a_bound_after_a_negation_states_its_value(h):

@@ -137,9 +137,16 @@ def _code_marks(value: Any) -> tuple:
     text = str(value.get("value") if isinstance(value, dict) else value).strip()
     if not re.search(r"\d", text):
         return "", ""
-    lead = re.match(r"[^\w\s.,;:()'\"-]*", text).group(0)
-    trail = re.search(r"[^\w\s.,;:()'\"-]*$", text).group(0)
-    return lead, trail
+
+    def mark(c: str) -> bool:
+        return not (c.isalnum() or c == "_" or c.isspace() or c in ".,;:()'\"-")
+
+    start, end = 0, len(text)  # a walk in from each end, not a regex anchored at the end: linear in any value
+    while start < end and mark(text[start]):
+        start += 1
+    while end > start and mark(text[end - 1]):
+        end -= 1
+    return text[:start], text[end:]
 
 
 def _written_as(text: str, start: int, end: int, form: Any) -> bool:
